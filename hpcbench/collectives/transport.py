@@ -1,0 +1,115 @@
+"""Point-to-point layer under every hpcbench collective.
+
+Every collective algorithm moves bytes only through a :class:`Transport`, so a
+different transport (e.g. the link model of ``hpcbench.collectives.linkmodel``
+that makes each message take the time a modelled network would take) changes
+how messages travel without touching any algorithm.
+
+Requests returned here follow mpi4py's shape: ``test()`` and ``wait()``, and
+``Request.waitall(requests)``. Waiting polls and sleeps with backoff (see
+:mod:`hpcbench.runtime.wait`), so oversubscribed ranks do not steal CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from hpcbench.runtime.wait import Backoff
+
+__all__ = ["P2PRequest", "Transport"]
+
+
+class P2PRequest:
+    """A pending point-to-point operation.
+
+    Parameters
+    ----------
+    request : mpi4py.MPI.Request
+        The underlying nonblocking MPI request.
+    nbytes : int
+        Payload size in bytes.
+    """
+
+    __slots__ = ("_request", "nbytes", "_done")
+
+    def __init__(self, request: MPI.Request, nbytes: int) -> None:
+        self._request = request
+        self.nbytes = nbytes
+        self._done = False
+
+    def test(self) -> bool:
+        """True once the operation has completed (never blocks)."""
+        if not self._done:
+            self._done = bool(self._request.Test())
+        return self._done
+
+    def wait(self, backoff: Backoff | None = None) -> None:
+        """Block until complete, sleeping between polls."""
+        backoff = backoff or Backoff(spin=64)
+        while not self.test():
+            backoff.pause()
+
+    @staticmethod
+    def waitall(requests: Sequence["P2PRequest"], backoff: Backoff | None = None) -> None:
+        """Block until every request of ``requests`` has completed."""
+        backoff = backoff or Backoff(spin=64)
+        pending = [r for r in requests if not r.test()]
+        while pending:
+            backoff.pause()
+            pending = [r for r in pending if not r.test()]
+
+
+class Transport:
+    """Direct MPI point-to-point transport (``Isend``/``Irecv`` on ``comm``).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        Communicator whose ranks exchange messages.
+
+    Attributes
+    ----------
+    bytes_sent : int
+        Payload bytes this rank has sent through the transport.
+    messages_sent : int
+        Number of messages this rank has sent.
+    """
+
+    def __init__(self, comm: MPI.Comm) -> None:
+        self.comm = comm
+        self.bytes_sent = 0
+        self.messages_sent = 0
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    @property
+    def size(self) -> int:
+        return self.comm.size
+
+    def isend(self, buf: np.ndarray, dest: int, tag: int) -> P2PRequest:
+        """Nonblocking send of contiguous array ``buf`` to rank ``dest``."""
+        self.bytes_sent += buf.nbytes
+        self.messages_sent += 1
+        return P2PRequest(self.comm.Isend(_mpi_buffer(buf), dest=dest, tag=tag), buf.nbytes)
+
+    def irecv(self, buf: np.ndarray, source: int, tag: int) -> P2PRequest:
+        """Nonblocking receive into contiguous array ``buf`` from rank ``source``."""
+        return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes)
+
+    def sendrecv(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
+                 tag: int) -> None:
+        """Exchange: send ``sendbuf`` to ``dest`` while receiving ``recvbuf`` from ``source``."""
+        reqs = [self.irecv(recvbuf, source, tag), self.isend(sendbuf, dest, tag)]
+        P2PRequest.waitall(reqs)
+
+
+def _mpi_buffer(buf: np.ndarray):
+    """Buffer spec for mpi4py: raw bytes, so that any dtype (bfloat16 too) travels."""
+    if not buf.flags.c_contiguous:
+        raise ValueError("transport buffers must be C-contiguous")
+    return [buf.view(np.uint8).reshape(-1) if buf.size else buf.view(np.uint8), MPI.BYTE]

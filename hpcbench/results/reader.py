@@ -1,0 +1,54 @@
+"""Read hpcbench HDF5 result files (used by analysis scripts; no MPI)."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+
+__all__ = ["read_table", "read_attrs"]
+
+
+def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
+    """Columns of table ``name`` as a dict of 1-D arrays (strings decoded).
+
+    Parameters
+    ----------
+    path_or_file : str, pathlib.Path or h5py.File
+        The result file.
+    name : str
+        Table (group) name, e.g. ``"rounds"``.
+
+    Raises
+    ------
+    KeyError
+        If the file has no such table.
+    """
+    if isinstance(path_or_file, h5py.File):
+        return _read(path_or_file, name)
+    with h5py.File(path_or_file, "r") as h5:
+        return _read(h5, name)
+
+
+def _read(h5: h5py.File, name: str) -> dict[str, np.ndarray]:
+    if name not in h5:
+        raise KeyError(f"{h5.filename}: no table {name!r} (has {sorted(h5.keys())})")
+    group = h5[name]
+    out = {}
+    for col in json.loads(group.attrs["columns"]):
+        ds = group[col]
+        if h5py.check_string_dtype(ds.dtype) is not None:
+            out[col] = np.array(ds.asstr()[()], dtype=object)
+        else:
+            out[col] = ds[()]
+    return out
+
+
+def read_attrs(path) -> dict:
+    """Root attributes of a result file, with ``config`` parsed from JSON."""
+    with h5py.File(path, "r") as h5:
+        attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in h5.attrs.items()}
+    if "config_json" in attrs:
+        attrs["config"] = json.loads(attrs["config_json"])
+    return attrs

@@ -1,0 +1,214 @@
+"""Write one HDF5 file per run: provenance attributes plus append-only tables.
+
+A table is an HDF5 group whose columns are 1-D chunked, resizable datasets of
+equal length, each with a ``units`` and a ``description`` attribute. Rows are
+appended and the file is flushed after every append, so a run killed with
+SIGKILL leaves a readable file holding every completed append.
+
+Only one process (rank 0) ever opens the file; this module does not import MPI.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import h5py
+import numpy as np
+
+__all__ = ["Column", "Table", "ResultsFile", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+_CHUNK_ROWS = 256
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a result table.
+
+    Parameters
+    ----------
+    name : str
+        Dataset name inside the table group.
+    dtype : str or numpy.dtype
+        Element type (``"str"`` for variable-length UTF-8 strings).
+    units : str
+        Physical unit (``"s"``, ``"B"``, ``"GB/s"``, ``"1"`` for dimensionless).
+    description : str
+        One sentence on what the column holds.
+    """
+
+    name: str
+    dtype: Any
+    units: str
+    description: str = ""
+
+    def h5_dtype(self):
+        """The HDF5 dtype of the column."""
+        if self.dtype in ("str", str):
+            return h5py.string_dtype("utf-8")
+        return np.dtype(self.dtype)
+
+
+class Table:
+    """Append-only table stored as an HDF5 group of equal-length columns."""
+
+    def __init__(self, owner: "ResultsFile", group: h5py.Group, columns: Sequence[Column]):
+        self._owner = owner
+        self._group = group
+        self._columns = {c.name: c for c in columns}
+        self._rows = 0
+
+    @property
+    def rows(self) -> int:
+        """Number of rows written so far."""
+        return self._rows
+
+    def append(self, rows: Mapping[str, Any]) -> None:
+        """Append rows and flush the file.
+
+        Parameters
+        ----------
+        rows : mapping of str to array_like
+            One equal-length 1-D array (or scalar, for a single row) per column;
+            every column of the table must be present and no other.
+
+        Raises
+        ------
+        KeyError
+            If a column is missing or unknown.
+        ValueError
+            If the arrays differ in length.
+        """
+        missing = set(self._columns) - set(rows)
+        extra = set(rows) - set(self._columns)
+        if missing or extra:
+            raise KeyError(f"table {self._group.name!r}: missing columns {sorted(missing)}, "
+                           f"unknown columns {sorted(extra)}")
+        arrays = {}
+        for name, value in rows.items():
+            col = self._columns[name]
+            if col.dtype in ("str", str):
+                arr = np.asarray(value, dtype=object).reshape(-1)
+            else:
+                arr = np.asarray(value, dtype=col.h5_dtype()).reshape(-1)
+            arrays[name] = arr
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) != 1:
+            raise ValueError(f"table {self._group.name!r}: columns differ in length {sorted(lengths)}")
+        n = lengths.pop()
+        if n == 0:
+            return
+        for name, arr in arrays.items():
+            ds = self._group[name]
+            ds.resize((self._rows + n,))
+            ds[self._rows:self._rows + n] = arr
+        self._rows += n
+        self._group.attrs["rows"] = self._rows
+        self._owner.flush()
+
+
+class ResultsFile:
+    """One run's HDF5 result file, opened by a single process.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        Output file; parent folders are created. An existing file is replaced.
+    kind : str
+        What produced it (``"fl"``, ``"collectives"``, ``"compress"``...).
+    config : mapping
+        The run's full configuration; stored as YAML and JSON strings.
+    attrs : mapping, optional
+        Provenance attributes (see :func:`hpcbench.runtime.provenance.collect`).
+
+    Notes
+    -----
+    Root attributes ``status`` (``"running"``, ``"completed"`` or ``"failed"``)
+    and ``end_time`` are set by :meth:`close`. Use it as a context manager: an
+    exception inside the block marks the file ``"failed"`` with the error text.
+    """
+
+    def __init__(self, path, kind: str, config: Mapping[str, Any],
+                 attrs: Mapping[str, Any] | None = None) -> None:
+        import yaml
+
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._h5 = h5py.File(self.path, "w", libver="latest")
+        root = self._h5.attrs
+        root["schema_version"] = SCHEMA_VERSION
+        root["kind"] = kind
+        root["config_yaml"] = yaml.safe_dump(_plain(config), sort_keys=False)
+        root["config_json"] = json.dumps(_plain(config), sort_keys=True)
+        root["status"] = "running"
+        for key, value in (attrs or {}).items():
+            root[key] = value
+        self.flush()
+
+    def __enter__(self) -> "ResultsFile":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close("completed")
+        else:
+            self.close("failed", error=f"{exc_type.__name__}: {exc}")
+
+    def table(self, name: str, columns: Sequence[Column], description: str = "") -> Table:
+        """Create an empty table ``name`` with the given columns."""
+        group = self._h5.create_group(name)
+        group.attrs["description"] = description
+        group.attrs["columns"] = json.dumps([c.name for c in columns])
+        group.attrs["rows"] = 0
+        for col in columns:
+            ds = group.create_dataset(col.name, shape=(0,), maxshape=(None,), dtype=col.h5_dtype(),
+                                      chunks=(_CHUNK_ROWS,))
+            ds.attrs["units"] = col.units
+            ds.attrs["description"] = col.description
+        self.flush()
+        return Table(self, group, columns)
+
+    def write_array(self, name: str, data, units: str, description: str = "") -> None:
+        """Write a whole (n-dimensional) dataset at once, with its units."""
+        ds = self._h5.create_dataset(name, data=np.asarray(data))
+        ds.attrs["units"] = units
+        ds.attrs["description"] = description
+        self.flush()
+
+    def set_attrs(self, **attrs: Any) -> None:
+        """Set root attributes (e.g. summary figures) and flush."""
+        for key, value in attrs.items():
+            self._h5.attrs[key] = value
+        self.flush()
+
+    def flush(self) -> None:
+        """Push everything written so far to disk."""
+        self._h5.flush()
+
+    def close(self, status: str = "completed", error: str = "") -> None:
+        """Record the end time and status, then close the file."""
+        from datetime import datetime, timezone
+
+        if not self._h5.id.valid:
+            return
+        self._h5.attrs["status"] = status
+        self._h5.attrs["end_time"] = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+        if error:
+            self._h5.attrs["error"] = error
+        self._h5.close()
+
+
+def _plain(obj):
+    """Config as plain YAML/JSON types (paths and tuples become str and list)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return str(obj)

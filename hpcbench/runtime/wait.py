@@ -1,0 +1,123 @@
+"""Waiting on MPI requests without spinning.
+
+MPICH's blocking calls busy-poll: on an oversubscribed node (64 ranks on 2
+cores) every waiting rank burns a core's share that the computing ranks need.
+The helpers here poll ``Request.Test`` and sleep between polls with an
+exponentially growing interval, so that a waiting rank costs almost no CPU.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from mpi4py import MPI
+
+__all__ = ["Backoff", "sleep_wait", "sleep_waitall", "sleep_barrier", "sleep_bcast"]
+
+
+class Backoff:
+    """Growing sleep between polls.
+
+    Parameters
+    ----------
+    spin : int, default 0
+        Number of polls made back to back before the first sleep (keeps
+        small-message latency low when a core is free).
+    first_s : float, default 5e-5
+        First sleep in seconds.
+    max_s : float, default 2e-3
+        Longest sleep in seconds; the interval doubles up to this value.
+    """
+
+    __slots__ = ("spin", "first_s", "max_s", "_polls", "_sleep_s")
+
+    def __init__(self, spin: int = 0, first_s: float = 5e-5, max_s: float = 2e-3) -> None:
+        if spin < 0:
+            raise ValueError(f"spin must be >= 0, got {spin!r}")
+        if not 0 < first_s <= max_s:
+            raise ValueError(f"need 0 < first_s <= max_s, got first_s={first_s!r}, max_s={max_s!r}")
+        self.spin = spin
+        self.first_s = first_s
+        self.max_s = max_s
+        self.reset()
+
+    def reset(self) -> None:
+        """Start again from the shortest interval."""
+        self._polls = 0
+        self._sleep_s = self.first_s
+
+    def pause(self) -> None:
+        """Wait once: nothing during the spin phase, then sleep and grow the interval."""
+        self._polls += 1
+        if self._polls <= self.spin:
+            return
+        time.sleep(self._sleep_s)
+        self._sleep_s = min(self._sleep_s * 2.0, self.max_s)
+
+
+def sleep_wait(request: MPI.Request, backoff: Backoff | None = None,
+               status: MPI.Status | None = None) -> None:
+    """Complete ``request`` by polling ``Test`` and sleeping between polls.
+
+    Parameters
+    ----------
+    request : mpi4py.MPI.Request
+        Any nonblocking MPI request (``Isend``, ``Irecv``, ``Ibcast``, ``Ibarrier``...).
+    backoff : Backoff, optional
+        Sleep schedule; a fresh default one when omitted.
+    status : mpi4py.MPI.Status, optional
+        Filled in with the completed request's status.
+    """
+    backoff = backoff or Backoff()
+    while not request.Test(status):
+        backoff.pause()
+
+
+def sleep_waitall(requests: Sequence[MPI.Request], backoff: Backoff | None = None) -> None:
+    """Complete every request of ``requests``, sleeping between polls."""
+    backoff = backoff or Backoff()
+    pending = [r for r in requests if r != MPI.REQUEST_NULL]
+    while pending:
+        if MPI.Request.Testall(pending):
+            return
+        backoff.pause()
+
+
+def sleep_barrier(comm: MPI.Comm, backoff: Backoff | None = None) -> None:
+    """Barrier that sleeps while waiting (``Ibarrier`` plus polling).
+
+    Must be called by all ranks of ``comm``.
+    """
+    sleep_wait(comm.Ibarrier(), backoff)
+
+
+def sleep_bcast(comm: MPI.Comm, obj=None, root: int = 0, backoff: Backoff | None = None):
+    """Broadcast a picklable object from ``root`` without spinning.
+
+    The payload is pickled on ``root``; its byte length goes first through an
+    ``Ibcast``, then the bytes. Must be called by all ranks of ``comm``.
+
+    Returns
+    -------
+    object
+        The root's object on every rank.
+    """
+    import pickle
+
+    import numpy as np
+
+    if comm.size == 1:
+        return obj
+    if comm.rank == root:
+        data = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+        n = np.array([data.size], dtype=np.int64)
+    else:
+        n = np.zeros(1, dtype=np.int64)
+    sleep_wait(comm.Ibcast(n, root=root), backoff)
+    if comm.rank != root:
+        data = np.empty(int(n[0]), dtype=np.uint8)
+    sleep_wait(comm.Ibcast(data, root=root), backoff)
+    if comm.rank == root:
+        return obj
+    return pickle.loads(data.tobytes())

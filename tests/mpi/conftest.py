@@ -1,0 +1,30 @@
+"""Tests in this folder run inside an MPI job (``mpiexec -n N python -m pytest tests/mpi``).
+
+They must pass at any world size: branch on ``comm.size``. A failure on one rank
+aborts the whole job, so the other ranks cannot hang in a collective.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from mpi4py import MPI
+
+
+@pytest.fixture
+def comm():
+    """A fresh duplicate of ``MPI.COMM_WORLD`` per test."""
+    c = MPI.COMM_WORLD.Dup()
+    yield c
+    c.Free()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and MPI.COMM_WORLD.size > 1:
+        sys.stderr.write(f"[rank {MPI.COMM_WORLD.rank}] FAILED {item.nodeid}\n{report.longreprtext}\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
