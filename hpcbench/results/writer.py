@@ -145,7 +145,7 @@ class ResultsFile:
         root["config_json"] = json.dumps(_plain(config), sort_keys=True)
         root["status"] = "running"
         for key, value in (attrs or {}).items():
-            root[key] = value
+            root[key] = _attr(value)
         self.flush()
 
     def __enter__(self) -> "ResultsFile":
@@ -181,7 +181,7 @@ class ResultsFile:
     def set_attrs(self, **attrs: Any) -> None:
         """Set root attributes (e.g. summary figures) and flush."""
         for key, value in attrs.items():
-            self._h5.attrs[key] = value
+            self._h5.attrs[key] = _attr(value)
         self.flush()
 
     def flush(self) -> None:
@@ -199,6 +199,13 @@ class ResultsFile:
         if error:
             self._h5.attrs["error"] = error
         self._h5.close()
+
+
+def _attr(value):
+    """An HDF5-storable attribute value (str subclasses such as torch's version become str)."""
+    if isinstance(value, str):
+        return str(value)
+    return value
 
 
 def _plain(obj):

@@ -1,0 +1,301 @@
+"""Internals shared by the collective algorithms: buffers, reducers, tags, scratch.
+
+Not public API; see :mod:`hpcbench.collectives.api`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import zlib
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from hpcbench.collectives.transport import P2PRequest, Transport
+from hpcbench.runtime.wait import Backoff
+
+try:  # torch is a dependency of the suite, but keep numpy-only use possible
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+__all__ = ["DTYPES", "OPS", "Work", "Reducer", "reducer", "Context", "context_for",
+           "partition", "run_inline", "SPIN"]
+
+#: supported element types (name -> numpy dtype used to move the bytes)
+DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
+          "int64": np.dtype(np.int64), "bfloat16": np.dtype(np.int16)}
+#: supported reduction operations
+OPS = ("sum", "avg", "max", "min")
+#: polls made back to back before a waiting caller starts to sleep
+SPIN = 200
+
+_NP_KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+            np.dtype(np.int64): "int64"}
+
+
+def _torch_kind(t) -> str | None:
+    return {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64",
+            torch.bfloat16: "bfloat16"}.get(t.dtype)
+
+
+class Work:
+    """A user buffer seen as a flat, C-contiguous numpy array of raw elements.
+
+    ``arr`` is a 1-D view sharing memory with the user's object (bfloat16
+    tensors are viewed as int16 words); ``obj`` is the object handed back.
+    """
+
+    __slots__ = ("obj", "arr", "kind", "is_torch")
+
+    def __init__(self, obj, arr: np.ndarray, kind: str, is_torch: bool) -> None:
+        self.obj, self.arr, self.kind, self.is_torch = obj, arr, kind, is_torch
+
+
+def as_work(x, argname: str, *, writable: bool) -> Work:
+    """Wrap ``x`` (numpy array or CPU torch tensor) as a :class:`Work`.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is neither a numpy array nor a torch tensor, or has an
+        unsupported dtype.
+    ValueError
+        If a tensor is not on the CPU, or a buffer written to is not contiguous.
+    """
+    if isinstance(x, np.ndarray):
+        kind = _NP_KIND.get(x.dtype)
+        if kind is None:
+            raise TypeError(f"{argname}: unsupported dtype {x.dtype!r}; numpy arrays may be "
+                            f"float32, float64 or int64 (use a torch tensor for bfloat16)")
+        if not x.flags.c_contiguous:
+            if writable:
+                raise ValueError(f"{argname}: output array must be C-contiguous")
+            x = np.ascontiguousarray(x)
+        if writable and not x.flags.writeable:
+            raise ValueError(f"{argname}: output array is read-only")
+        return Work(x, x.reshape(-1), kind, False)
+    if torch is not None and isinstance(x, torch.Tensor):
+        if x.device.type != "cpu":
+            raise ValueError(f"{argname}: tensor must be on the CPU, got device {x.device}")
+        kind = _torch_kind(x)
+        if kind is None:
+            raise TypeError(f"{argname}: unsupported dtype {x.dtype}; use float32, float64, "
+                            f"bfloat16 or int64")
+        t = x.detach()
+        if not t.is_contiguous():
+            if writable:
+                raise ValueError(f"{argname}: output tensor must be contiguous")
+            t = t.contiguous()
+        flat = t.reshape(-1)
+        arr = flat.view(torch.int16).numpy() if kind == "bfloat16" else flat.numpy()
+        return Work(x, arr, kind, True)
+    raise TypeError(f"{argname}: expected a numpy.ndarray or a CPU torch.Tensor, "
+                    f"got {type(x).__name__}")
+
+
+def empty_like(w: Work, count: int | None = None, shape=None):
+    """New user-type object (array or tensor) like ``w`` with ``count`` elements."""
+    if w.is_torch:
+        if count is None:
+            return torch.empty_like(w.obj, memory_format=torch.contiguous_format)
+        return torch.empty(count if shape is None else shape, dtype=w.obj.dtype)
+    if count is None:
+        return np.empty_like(w.obj, order="C")
+    return np.empty(count if shape is None else shape, dtype=w.arr.dtype)
+
+
+def _bf(a: np.ndarray):
+    return torch.from_numpy(a).view(torch.bfloat16)
+
+
+class Reducer:
+    """Elementwise ``dst = a (op) b`` on raw numpy views, plus the avg finish.
+
+    Parameters
+    ----------
+    kind : str
+        Element type name (a key of :data:`DTYPES`).
+    op : str
+        One of :data:`OPS`. ``avg`` reduces as a sum and divides by the world
+        size in :meth:`finalize` (floor division for int64).
+    nranks : int
+        Number of contributions (divisor of ``avg``).
+    """
+
+    __slots__ = ("kind", "op", "nranks", "reduce", "_div")
+
+    def __init__(self, kind: str, op: str, nranks: int) -> None:
+        self.kind, self.op, self.nranks = kind, op, nranks
+        base = "sum" if op == "avg" else op
+        if kind == "bfloat16":
+            tf = {"sum": torch.add, "max": torch.maximum, "min": torch.minimum}[base]
+
+            def reduce(dst, a, b, _f=tf):
+                _f(_bf(a), _bf(b), out=_bf(dst))
+        else:
+            uf = {"sum": np.add, "max": np.maximum, "min": np.minimum}[base]
+
+            def reduce(dst, a, b, _f=uf):
+                _f(a, b, out=dst)
+        self.reduce = reduce
+        self._div = op == "avg" and nranks > 1
+
+    def finalize(self, a: np.ndarray) -> None:
+        """Turn a fully reduced sum into the average (no-op for other ops)."""
+        if not self._div or a.size == 0:
+            return
+        if self.kind == "bfloat16":
+            t = _bf(a)
+            torch.div(t, self.nranks, out=t)
+        elif self.kind == "int64":
+            np.floor_divide(a, self.nranks, out=a)
+        else:
+            np.divide(a, self.nranks, out=a)
+
+
+_REDUCERS: dict[tuple, Reducer] = {}
+
+
+def reducer(kind: str, op: str, nranks: int) -> Reducer:
+    """Cached :class:`Reducer` for ``(kind, op, nranks)``."""
+    key = (kind, op, nranks)
+    r = _REDUCERS.get(key)
+    if r is None:
+        r = _REDUCERS[key] = Reducer(kind, op, nranks)
+    return r
+
+
+def partition(count: int, n: int) -> list[int]:
+    """Offsets (length ``n + 1``) of ``n`` near-equal blocks of ``count`` elements.
+
+    Block ``i`` holds ``count // n`` elements plus one when ``i < count % n``.
+    """
+    q, r = divmod(count, n)
+    offs = [0] * (n + 1)
+    for i in range(n):
+        offs[i + 1] = offs[i] + q + (1 if i < r else 0)
+    return offs
+
+
+_TAG_UB = 2 ** 29 - 1   # guaranteed by MPICH; the MPI standard guarantees 32767
+_KEYVAL = None
+_KEYVAL_LOCK = threading.Lock()
+
+
+class Context:
+    """Per-communicator state: the default transport, tag counters, scratch pool.
+
+    Stored as an MPI attribute of the communicator, so it lives and dies with it.
+    """
+
+    def __init__(self, comm: MPI.Comm) -> None:
+        self.comm = comm
+        self.transport = Transport(comm)
+        self._counters: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._pool: list[np.ndarray] = []
+        self._groups: list[list[int]] | None = None
+        try:
+            tag_ub = comm.Get_attr(MPI.TAG_UB)
+        except MPI.Exception:  # pragma: no cover
+            tag_ub = None
+        self.tag_ub = int(tag_ub) if tag_ub else 32767
+
+    def tag(self, name: str | None) -> int:
+        """Tag of the next operation called ``name`` (``None``: unnamed).
+
+        The tag is a CRC-32 hash of ``name`` and of how many operations of that
+        name this rank has started on this communicator. All ranks start the
+        operations of one name in the same order, so they derive the same tag;
+        different names get different tags (up to hash collisions, about
+        ``k**2 / 2**30`` for ``k`` outstanding operations).
+        """
+        key = "" if name is None else str(name)
+        with self._lock:
+            k = self._counters.get(key, 0)
+            self._counters[key] = k + 1
+        h = zlib.crc32(f"{key}#{k}".encode())
+        return 1 + h % (self.tag_ub - 1)
+
+    def borrow(self, nbytes: int) -> np.ndarray:
+        """A scratch byte array of at least ``nbytes`` (give it back with :meth:`give`)."""
+        with self._lock:
+            for i, buf in enumerate(self._pool):
+                if buf.nbytes >= nbytes:
+                    return self._pool.pop(i)
+        return np.empty(max(nbytes, 64), dtype=np.uint8)
+
+    def give(self, buf: np.ndarray) -> None:
+        """Return a scratch array to the pool."""
+        with self._lock:
+            if len(self._pool) < 8:
+                self._pool.append(buf)
+                self._pool.sort(key=lambda b: b.nbytes)
+
+    def host_groups(self) -> list[list[int]]:
+        """Ranks grouped by host name, groups ordered by their lowest rank.
+
+        Collective over the communicator on first use (an ``allgather`` of
+        host names; metadata only, no payload).
+        """
+        if self._groups is None:
+            names = self.comm.allgather(socket.gethostname())
+            groups: dict[str, list[int]] = {}
+            for r, h in enumerate(names):
+                groups.setdefault(h, []).append(r)
+            self._groups = sorted(groups.values(), key=lambda g: g[0])
+        return self._groups
+
+
+def context_for(comm: MPI.Comm) -> Context:
+    """The :class:`Context` of ``comm`` (created on first use)."""
+    global _KEYVAL
+    if _KEYVAL is None:
+        with _KEYVAL_LOCK:
+            if _KEYVAL is None:
+                _KEYVAL = MPI.Comm.Create_keyval()
+    ctx = comm.Get_attr(_KEYVAL)
+    if ctx is None:
+        ctx = Context(comm)
+        comm.Set_attr(_KEYVAL, ctx)
+    return ctx
+
+
+def scratch_view(buf: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
+    """First ``count`` elements of byte array ``buf`` viewed as ``dtype``."""
+    return buf[:count * dtype.itemsize].view(dtype)
+
+
+def run_inline(gen, backoff: Backoff | None = None) -> None:
+    """Drive an algorithm generator to completion in the calling thread.
+
+    The generator yields lists of :class:`P2PRequest`; each list is waited
+    for (short spin, then growing sleeps) before the generator resumes.
+    """
+    bo = backoff or Backoff(spin=SPIN, first_s=2e-5, max_s=1e-3)
+    for reqs in gen:
+        for r in reqs:
+            if not r.test():
+                while not r.test():
+                    bo.pause()
+                bo.reset()
+
+
+def waitable(reqs: list[P2PRequest]) -> list[P2PRequest]:
+    """Requests still pending among ``reqs`` (helper for algorithms)."""
+    return [r for r in reqs if not r.test()]
+
+
+def is_inplace(src: np.ndarray, dst: np.ndarray) -> bool:
+    """True when ``src`` and ``dst`` are the same memory."""
+    if src is dst:
+        return True
+    return (src.size == dst.size and src.size > 0 and
+            src.__array_interface__["data"][0] == dst.__array_interface__["data"][0])
+
+
+def _unused(*_: Any) -> None:  # pragma: no cover
+    pass

@@ -1,0 +1,91 @@
+"""Registry of allreduce algorithms: one module per algorithm, selected by name.
+
+Every algorithm is a generator function::
+
+    gen(tr, tag, src, dst, red, ctx, **options)
+
+with ``tr`` a :class:`~hpcbench.collectives.transport.Transport`, ``tag`` the
+operation's MPI tag, ``src``/``dst`` flat numpy arrays of the same dtype and
+length (``dst is src`` for in-place), ``red`` a
+:class:`~hpcbench.collectives._core.Reducer` and ``ctx`` the communicator's
+:class:`~hpcbench.collectives._core.Context`. It yields lists of point-to-point
+requests to wait for and, once exhausted, leaves the result in ``dst`` on every
+rank. The same generator is driven inline (blocking calls) or by the progress
+engine (nonblocking calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Algorithm", "register", "get", "names", "ALGORITHMS"]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered allreduce algorithm.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``allreduce(x, algorithm=name)``).
+    fn : callable
+        The generator function.
+    deterministic : bool
+        True when every element is reduced at exactly one rank in an order
+        fixed by the ranks alone, and the reduced bytes are copied to the
+        others (so results are bitwise identical on all ranks and across runs).
+    description : str
+        One line with the reference.
+    """
+
+    name: str
+    fn: Callable
+    deterministic: bool
+    description: str
+
+
+ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def register(name: str, deterministic: bool, description: str):
+    """Decorator adding a generator function to :data:`ALGORITHMS`."""
+    def deco(fn):
+        ALGORITHMS[name] = Algorithm(name, fn, deterministic, description)
+        return fn
+    return deco
+
+
+def get(name: str) -> Algorithm:
+    """The algorithm called ``name``.
+
+    Raises
+    ------
+    ValueError
+        If no algorithm has that name.
+    """
+    _load()
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"algorithm: unknown allreduce algorithm {name!r}; choose from "
+                         f"{', '.join(['auto', *sorted(ALGORITHMS)])}") from None
+
+
+def names() -> list[str]:
+    """Names of every registered algorithm, in a stable order."""
+    _load()
+    order = ["ring", "rabenseifner", "recursive_doubling", "tree", "star", "binary_tree_star"]
+    return [n for n in order if n in ALGORITHMS] + sorted(set(ALGORITHMS) - set(order))
+
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        from hpcbench.collectives.algorithms import (  # noqa: F401
+            rabenseifner, recursive_doubling, ring, star, tree, tree_star)
+        _loaded = True

@@ -1,0 +1,121 @@
+"""Recursive halving and doubling allreduce (Rabenseifner's algorithm).
+
+Thakur, Rabenseifner and Gropp, "Optimization of collective communication
+operations in MPICH", IJHPCA 19(1), 2005. A reduce-scatter by recursive vector
+halving (distance ``p'/2, p'/4, ..., 1``) leaves block ``i`` of the vector
+reduced on rank ``i``; an allgather by recursive doubling (distance
+``1, 2, ..., p'/2``) copies it everywhere. Cost
+``2 log2(p') alpha + 2 (p'-1)/p' * bytes / beta`` plus the fold.
+
+Non-powers of two: with ``p'`` the largest power of two <= ``n`` and
+``rem = n - p'``, ranks ``2i`` (``i < rem``) first send their whole vector to
+rank ``2i + 1``, which reduces it and takes part for both; at the end it sends
+the result back.
+"""
+
+from __future__ import annotations
+
+from hpcbench.collectives._core import is_inplace, partition, scratch_view
+from hpcbench.collectives.algorithms import register
+
+__all__ = ["rabenseifner_allreduce", "fold_in", "fold_out", "fold_layout"]
+
+
+def fold_layout(n: int, r: int):
+    """``(p2, rem, newrank)`` of the fold; ``newrank`` is -1 for a folded-out rank."""
+    p2 = 1 << (n.bit_length() - 1)
+    rem = n - p2
+    if r < 2 * rem:
+        newrank = -1 if r % 2 == 0 else r // 2
+    else:
+        newrank = r - rem
+    return p2, rem, newrank
+
+
+def real_rank(newrank: int, rem: int) -> int:
+    """World rank of a rank of the power-of-two group."""
+    return 2 * newrank + 1 if newrank < rem else newrank + rem
+
+
+def fold_in(tr, tag, dst, red, tmp, rem):
+    """Extra ranks hand their vector to their odd neighbour, which reduces it."""
+    r = tr.rank
+    if r < 2 * rem:
+        if r % 2 == 0:
+            req = tr.isend(dst, r + 1, tag)
+            if not req.test():
+                yield [req]
+        else:
+            req = tr.irecv(tmp, r - 1, tag)
+            if not req.test():
+                yield [req]
+            red.reduce(dst, tmp, dst)  # lower rank's contribution first
+
+
+def fold_out(tr, tag, dst, rem):
+    """The odd neighbours send the final vector back to the extra ranks."""
+    r = tr.rank
+    if r < 2 * rem:
+        if r % 2 == 0:
+            req = tr.irecv(dst, r + 1, tag)
+        else:
+            req = tr.isend(dst, r - 1, tag)
+        if not req.test():
+            yield [req]
+
+
+@register("rabenseifner", deterministic=True,
+          description="recursive halving reduce-scatter + recursive doubling allgather "
+                      "(Rabenseifner; Thakur, Rabenseifner & Gropp 2005)")
+def rabenseifner_allreduce(tr, tag, src, dst, red, ctx, **_):
+    """Rabenseifner allreduce of ``src`` into ``dst`` (see module docstring)."""
+    n, r = tr.size, tr.rank
+    count = dst.size
+    if not is_inplace(src, dst):
+        dst[...] = src
+    if n == 1 or count == 0:
+        red.finalize(dst)
+        return
+    p2, rem, newrank = fold_layout(n, r)
+    tmpbuf = ctx.borrow(count * dst.dtype.itemsize)
+    tmp = scratch_view(tmpbuf, dst.dtype, count)
+    try:
+        yield from fold_in(tr, tag, dst, red, tmp, rem)
+        if newrank >= 0:
+            offs = partition(count, p2)
+            lo, hi = 0, p2          # block range this rank is responsible for
+            d = p2 // 2
+            while d >= 1:
+                peer = real_rank(newrank ^ d, rem)
+                mid = (lo + hi) // 2
+                if newrank & d:
+                    keep, give = (mid, hi), (lo, mid)
+                else:
+                    keep, give = (lo, mid), (mid, hi)
+                klo, khi = offs[keep[0]], offs[keep[1]]
+                glo, ghi = offs[give[0]], offs[give[1]]
+                t = tmp[:khi - klo]
+                reqs = [tr.irecv(t, peer, tag), tr.isend(dst[glo:ghi], peer, tag)]
+                yield reqs
+                seg = dst[klo:khi]
+                if newrank & d:
+                    red.reduce(seg, t, seg)   # partner has the lower rank: its data first
+                else:
+                    red.reduce(seg, seg, t)
+                lo, hi = keep
+                d //= 2
+            red.finalize(dst[offs[lo]:offs[hi]])
+            d = 1
+            while d < p2:
+                peer = real_rank(newrank ^ d, rem)
+                size = hi - lo
+                plo = lo + size if (newrank & d) == 0 else lo - size
+                phi = plo + size
+                reqs = [tr.irecv(dst[offs[plo]:offs[phi]], peer, tag),
+                        tr.isend(dst[offs[lo]:offs[hi]], peer, tag)]
+                yield reqs
+                lo, hi = min(lo, plo), max(hi, phi)
+                d *= 2
+        yield from fold_out(tr, tag, dst, rem)
+    finally:
+        ctx.give(tmpbuf)

@@ -1,0 +1,133 @@
+"""Ring allreduce: reduce-scatter then allgather around a ring, pipelined.
+
+Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+workstations", JPDC 69(2), 2009. Each rank sends and receives
+``2 (n-1)/n * count`` elements, the bandwidth optimum; the cost model is
+``2 (n-1) alpha + 2 (n-1)/n * bytes / beta``.
+
+The buffer is split into ``n`` blocks (block ``i`` ends fully reduced on rank
+``i``) and every block into segments of about :data:`SEGMENT_BYTES`. A segment
+is forwarded to the next rank as soon as it has been reduced, so receiving,
+reducing and sending of consecutive segments and steps overlap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hpcbench.collectives._core import is_inplace, partition, scratch_view
+from hpcbench.collectives.algorithms import register
+
+__all__ = ["ring_allreduce", "ring_phases", "SEGMENT_BYTES"]
+
+#: target segment size of the pipeline in bytes
+SEGMENT_BYTES = 1 << 19
+
+
+def ring_phases(tr, tag, src, dst, red, ctx, bounds, reduce_scatter=True, allgather=True,
+                segment_bytes=None):
+    """Generator of the ring's reduce-scatter and/or allgather phases.
+
+    Parameters
+    ----------
+    bounds : list of int
+        ``n + 1`` block offsets (elements) into ``src``/``dst``.
+    reduce_scatter, allgather : bool
+        Which phases to run. After the reduce-scatter phase block ``r`` of
+        ``dst`` holds the reduction on rank ``r`` (finalized for ``avg``); the
+        allgather phase assumes block ``r`` of ``dst`` is this rank's block.
+    """
+    n, r = tr.size, tr.rank
+    if n == 1:
+        if not is_inplace(src, dst):
+            dst[...] = src
+        if reduce_scatter:
+            red.finalize(dst)
+        return
+    itemsize = dst.dtype.itemsize
+    maxblock = max(bounds[i + 1] - bounds[i] for i in range(n))
+    if maxblock == 0:
+        return
+    seg = segment_bytes or SEGMENT_BYTES
+    nseg = max(1, -(-maxblock * itemsize // seg))
+    # segment offsets of every block, relative to the buffer
+    segs = []
+    for i in range(n):
+        p = partition(bounds[i + 1] - bounds[i], nseg)
+        segs.append([(bounds[i] + p[j], bounds[i] + p[j + 1]) for j in range(nseg)])
+    right, left = (r + 1) % n, (r - 1) % n
+    inplace = is_inplace(src, dst)
+    first = 0 if reduce_scatter else n - 1
+    last = 2 * (n - 1) if allgather else n - 1
+    tmp = tmpbuf = None
+    if reduce_scatter and inplace:
+        tmpbuf = ctx.borrow(maxblock * itemsize)
+        tmp = scratch_view(tmpbuf, dst.dtype, maxblock)
+    sends = {}        # (block, seg) -> latest send request from that segment
+    allsends = []
+    recvs = [None] * nseg
+
+    def send_block(k):  # block sent at step k
+        return (r - k - 1) % n
+
+    def post(k, j):
+        """Post step ``k`` segment ``j``: its receive and its send."""
+        rb = (r - k - 2) % n
+        lo, hi = segs[rb][j]
+        if k < n - 1:
+            rbuf = tmp[lo - bounds[rb]:hi - bounds[rb]] if inplace else dst[lo:hi]
+        else:
+            rbuf = dst[lo:hi]
+        recvs[j] = tr.irecv(rbuf, left, tag)
+        sb = send_block(k)
+        slo, shi = segs[sb][j]
+        sbuf = src[slo:shi] if k == 0 else dst[slo:shi]
+        req = tr.isend(sbuf, right, tag)
+        sends[(sb, j)] = req
+        allsends.append(req)
+
+    try:
+        for j in range(nseg):
+            post(first, j)
+        for k in range(first, last):
+            rb = (r - k - 2) % n
+            for j in range(nseg):
+                req = recvs[j]
+                if not req.test():
+                    yield [req]
+                lo, hi = segs[rb][j]
+                if k < n - 1:
+                    d = dst[lo:hi]
+                    if inplace:
+                        red.reduce(d, d, tmp[lo - bounds[rb]:hi - bounds[rb]])
+                    else:
+                        red.reduce(d, d, src[lo:hi])
+                    if k == n - 2:
+                        red.finalize(d)
+                if k + 1 < last:
+                    # the next receive of segment j goes into block (r-k-3): make sure
+                    # the earlier send from that same segment has left
+                    if k + 1 >= n - 1:
+                        nb = (r - k - 3) % n
+                        prev = sends.pop((nb, j), None)
+                        if prev is not None and not prev.test():
+                            yield [prev]
+                    post(k + 1, j)
+        pending = [s for s in allsends if not s.test()]
+        if pending:
+            yield pending
+    finally:
+        if tmpbuf is not None:
+            ctx.give(tmpbuf)
+
+
+@register("ring", deterministic=True,
+          description="ring reduce-scatter + allgather, pipelined (Patarasuk & Yuan 2009)")
+def ring_allreduce(tr, tag, src, dst, red, ctx, **_):
+    """Ring allreduce of ``src`` into ``dst`` (see module docstring)."""
+    bounds = partition(dst.size, tr.size)
+    yield from ring_phases(tr, tag, src, dst, red, ctx, bounds)
+
+
+def _unused():  # pragma: no cover
+    return np

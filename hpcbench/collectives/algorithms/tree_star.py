@@ -1,0 +1,52 @@
+"""Binary-tree-star allreduce (KungFu's BINARY_TREE_STAR strategy).
+
+Ranks are grouped by host (or in contiguous blocks of ``local_size``). Within a
+group every member sends to the group's lowest rank (star); the group leaders
+reduce along a binary tree to rank 0 and broadcast back along it; each leader
+then sends the result to its members. Mai et al., OSDI 2020.
+"""
+
+from __future__ import annotations
+
+from hpcbench.collectives._core import is_inplace
+from hpcbench.collectives.algorithms import register
+from hpcbench.collectives.algorithms._shapes import (star_bcast, star_reduce, tree_bcast,
+                                                     tree_reduce)
+
+__all__ = ["binary_tree_star_allreduce", "groups"]
+
+
+def groups(ctx, n: int, local_size: int | None) -> list[list[int]]:
+    """The rank groups: contiguous blocks of ``local_size``, or by host when None."""
+    if local_size is None:
+        return ctx.host_groups()
+    return [list(range(s, min(s + local_size, n))) for s in range(0, n, local_size)]
+
+
+@register("binary_tree_star", deterministic=True,
+          description="star inside each host, binary tree across hosts (KungFu, Mai et al. 2020)")
+def binary_tree_star_allreduce(tr, tag, src, dst, red, ctx, local_size=None, **_):
+    """Binary-tree-star allreduce of ``src`` into ``dst`` (see module docstring).
+
+    Parameters
+    ----------
+    local_size : int, optional
+        Ranks per group (contiguous blocks); by default ranks are grouped by
+        host name.
+    """
+    if not is_inplace(src, dst):
+        dst[...] = src
+    n = tr.size
+    if n == 1 or dst.size == 0:
+        red.finalize(dst)
+        return
+    gs = groups(ctx, n, local_size)
+    mine = next(g for g in gs if tr.rank in g)
+    leaders = [g[0] for g in gs]
+    yield from star_reduce(tr, tag, dst, red, ctx, mine)
+    if tr.rank == mine[0]:
+        yield from tree_reduce(tr, tag, dst, red, ctx, leaders)
+        if tr.rank == leaders[0]:
+            red.finalize(dst)
+        yield from tree_bcast(tr, tag, dst, leaders)
+    yield from star_bcast(tr, tag, dst, mine)

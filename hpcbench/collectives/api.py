@@ -1,0 +1,389 @@
+"""Public collectives: allreduce (by algorithm), reduce_scatter, allgather, bcast,
+and their nonblocking forms.
+
+Every function here is collective: it must be called by all ranks of ``comm``
+(or of ``transport.comm``), in the same order for operations of the same
+``name``, with the same ``count``, dtype, ``op``, ``algorithm`` and ``root``.
+
+Buffers are numpy arrays (float32, float64, int64) or CPU torch tensors
+(float32, float64, bfloat16, int64). Bytes travel only through a
+:class:`~hpcbench.collectives.transport.Transport` (``transport=``, or one
+built once per communicator), so a link-model transport plugs in unchanged.
+
+Tags: each operation gets one MPI tag, a CRC-32 hash of its ``name`` (or of
+``""`` for unnamed calls) and of how many operations of that name this rank has
+started on the communicator. Within one operation, every pair of ranks
+exchanges its messages in program order, so MPI's non-overtaking rule matches
+them; different outstanding operations have different tags and never mix.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from hpcbench.collectives import algorithms as _alg
+from hpcbench.collectives._core import (OPS, as_work, context_for, empty_like, partition,
+                                        reducer, run_inline, scratch_view)
+from hpcbench.collectives.algorithms._shapes import tree_bcast
+from hpcbench.collectives.algorithms.ring import ring_phases
+from hpcbench.collectives.progress import Request, submit
+from hpcbench.collectives.transport import Transport
+
+__all__ = ["allreduce", "iallreduce", "reduce_scatter", "ireduce_scatter", "allgather",
+           "iallgather", "bcast", "ibcast", "choose_algorithm", "CROSSOVER", "Request"]
+
+#: ``auto`` crossover points, in bytes per rank's buffer, measured with
+#: ``mpiexec -n 2 python -m hpcbench.collectives.bench -b 8 -e 64M -f 4`` on a
+#: 2-core node (see docs/collectives.md): below ``small`` recursive doubling
+#: (latency-optimal), below ``medium`` Rabenseifner, else the pipelined ring.
+CROSSOVER = {"small": 16 << 10, "medium": 256 << 10}
+
+
+def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> str:
+    """The algorithm ``"auto"`` uses for a ``nbytes`` buffer on ``nranks`` ranks.
+
+    Parameters
+    ----------
+    nbytes : int
+        Size of each rank's buffer in bytes.
+    nranks : int
+        World size.
+    deterministic : bool
+        Restrict the choice to algorithms that reduce each element at one rank.
+
+    Returns
+    -------
+    str
+        A registered algorithm name; the thresholds are :data:`CROSSOVER`.
+    """
+    if nbytes < CROSSOVER["small"]:
+        return "tree" if deterministic else "recursive_doubling"
+    if nbytes < CROSSOVER["medium"] or nranks <= 2:
+        return "rabenseifner" if nbytes < CROSSOVER["medium"] else "ring"
+    return "ring"
+
+
+def _resolve(comm, transport):
+    if transport is None:
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        if not isinstance(comm, MPI.Comm):
+            raise TypeError(f"comm: expected an mpi4py.MPI.Comm, got {type(comm).__name__}")
+        ctx = context_for(comm)
+        return ctx, ctx.transport
+    if not isinstance(transport, Transport):
+        raise TypeError(f"transport: expected a Transport, got {type(transport).__name__}")
+    if comm is not None and comm != transport.comm:
+        raise ValueError("comm: differs from transport.comm; pass one of them")
+    return context_for(transport.comm), transport
+
+
+def _check_op(op):
+    if op not in OPS:
+        raise ValueError(f"op: unknown reduction {op!r}; choose from {', '.join(OPS)}")
+
+
+def _out(w, out, count, argname="out", shape=None):
+    if out is None:
+        return as_work(empty_like(w, count, shape) if count is not None else empty_like(w),
+                       argname, writable=True)
+    o = as_work(out, argname, writable=True)
+    if o.kind != w.kind:
+        raise TypeError(f"{argname}: dtype {o.kind} differs from the input's {w.kind}")
+    want = w.arr.size if count is None else count
+    if o.arr.size != want:
+        raise ValueError(f"{argname}: has {o.arr.size} elements, expected {want}")
+    return o
+
+
+def _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name, local_size):
+    _check_op(op)
+    ctx, tr = _resolve(comm, transport)
+    w = as_work(x, "x", writable=out is x)
+    o = w if out is x else _out(w, out, None)
+    src, dst = w.arr, o.arr
+    if algorithm == "auto":
+        algorithm = choose_algorithm(dst.nbytes, tr.size, deterministic)
+    if not isinstance(algorithm, str):
+        raise TypeError(f"algorithm: expected a name, got {type(algorithm).__name__}")
+    alg = _alg.get(algorithm)
+    if deterministic and not alg.deterministic:
+        raise ValueError(f"algorithm: {algorithm!r} reduces on every rank; with "
+                         f"deterministic=True use one of "
+                         f"{[a for a in _alg.names() if _alg.get(a).deterministic]}")
+    if local_size is not None and (not isinstance(local_size, int) or local_size < 1):
+        raise ValueError(f"local_size: must be a positive int, got {local_size!r}")
+    tag = ctx.tag(name)
+    red = reducer(w.kind, op, tr.size)
+    gen = alg.fn(tr, tag, src, dst, red, ctx, local_size=local_size)
+    return gen, o.obj
+
+
+def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
+              deterministic: bool = False, comm: MPI.Comm | None = None,
+              transport: Transport | None = None, name: str | None = None,
+              local_size: int | None = None):
+    """Reduce ``x`` over all ranks and give every rank the result.
+
+    Must be called by all ranks of ``comm`` with the same count, dtype, ``op``
+    and ``algorithm``.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor, any shape, ``count`` elements
+        This rank's contribution: numpy float32/float64/int64 or CPU torch
+        float32/float64/bfloat16/int64 (bfloat16 moves as raw 2-byte words
+        and is reduced with torch). Not modified unless ``out is x``.
+    out : same type, shape and dtype as ``x``, optional
+        Where to write the result; ``out is x`` reduces in place. A new
+        array/tensor is returned when omitted.
+    op : {"sum", "avg", "max", "min"}
+        Reduction. ``avg`` is the sum divided by the world size (floor
+        division for int64).
+    algorithm : str
+        ``"ring"``, ``"rabenseifner"``, ``"recursive_doubling"``, ``"tree"``,
+        ``"star"``, ``"binary_tree_star"`` or ``"auto"`` (by message size, see
+        :func:`choose_algorithm`; measured crossovers in :data:`CROSSOVER`).
+    deterministic : bool
+        Guarantee float results bitwise identical on every rank and from run
+        to run: only algorithms where each element is reduced at exactly one
+        rank, in an order fixed by rank numbers, and the reduced bytes are
+        then copied to the others (ring, rabenseifner, tree, star,
+        binary_tree_star) are allowed. All of them already combine in a fixed
+        order, so the flag restricts the choice and costs nothing more.
+    comm : mpi4py.MPI.Comm, optional
+        Communicator (default ``MPI.COMM_WORLD``); ignored when ``transport``
+        is given (it must then be ``transport.comm`` or None).
+    transport : Transport, optional
+        Point-to-point layer carrying the bytes (e.g. a link model).
+    name : str, optional
+        Operation name; selects the tag (see module docstring).
+    local_size : int, optional
+        ``binary_tree_star`` only: ranks per group (default: per host).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``out`` (or the new object), holding the reduction.
+
+    Raises
+    ------
+    TypeError
+        Unsupported buffer type or dtype, ``out`` of another dtype.
+    ValueError
+        Unknown ``op`` or ``algorithm``, ``out`` of another size, a
+        non-contiguous ``out``, a non-CPU tensor, a non-deterministic
+        algorithm with ``deterministic=True``.
+    """
+    gen, result = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name,
+                                 local_size)
+    run_inline(gen)
+    return result
+
+
+def iallreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
+               deterministic: bool = False, comm: MPI.Comm | None = None,
+               transport: Transport | None = None, name: str | None = None,
+               local_size: int | None = None) -> Request:
+    """Nonblocking :func:`allreduce`; returns a :class:`Request`.
+
+    Must be called by all ranks of ``comm``. Parameters, errors and result as
+    :func:`allreduce` (``Request.wait()`` returns the result). Do not touch
+    ``x`` or ``out`` until the request completes. Progress is made by a
+    background thread while the caller computes (see
+    :mod:`hpcbench.collectives.progress`); any number of requests may be
+    outstanding and complete in any order; give each concurrent one a
+    distinct ``name`` when ranks may start them in different orders.
+    """
+    gen, result = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name,
+                                 local_size)
+    return submit(Request(gen, result, name))
+
+
+# -- reduce_scatter -----------------------------------------------------------------------
+
+def _reduce_scatter_gen(x, out, op, comm, transport, name):
+    _check_op(op)
+    ctx, tr = _resolve(comm, transport)
+    w = as_work(x, "x", writable=False)
+    n, r = tr.size, tr.rank
+    bounds = partition(w.arr.size, n)
+    mine = bounds[r + 1] - bounds[r]
+    o = _out(w, out, mine)
+    tag = ctx.tag(name)
+    red = reducer(w.kind, op, n)
+
+    def gen():
+        src = w.arr
+        if n == 1:
+            o.arr[...] = src
+            red.finalize(o.arr)
+            return
+        buf = ctx.borrow(src.nbytes)
+        try:
+            work = scratch_view(buf, src.dtype, src.size)
+            yield from ring_phases(tr, tag, src, work, red, ctx, bounds, allgather=False)
+            o.arr[...] = work[bounds[r]:bounds[r + 1]]
+        finally:
+            ctx.give(buf)
+    return gen(), o.obj
+
+
+def reduce_scatter(x, out=None, *, op: str = "sum", comm: MPI.Comm | None = None,
+                   transport: Transport | None = None, name: str | None = None):
+    """Reduce ``x`` over all ranks; rank ``r`` gets block ``r`` of the result.
+
+    Must be called by all ranks of ``comm`` with the same count, dtype and op.
+    Ring reduce-scatter (first phase of Patarasuk and Yuan 2009), pipelined:
+    ``(n-1)/n * bytes`` sent per rank.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor, ``count`` elements (flattened)
+        This rank's full-length contribution (dtypes as :func:`allreduce`).
+    out : 1-D array or tensor of ``block(r)`` elements, optional
+        Block ``r`` has ``count // n`` elements, plus one when
+        ``r < count % n`` (blocks in rank order).
+    op : {"sum", "avg", "max", "min"}
+
+    Returns
+    -------
+    1-D numpy.ndarray or torch.Tensor
+        This rank's reduced block.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`allreduce`; ``out`` of the wrong size.
+    """
+    gen, result = _reduce_scatter_gen(x, out, op, comm, transport, name)
+    run_inline(gen)
+    return result
+
+
+def ireduce_scatter(x, out=None, *, op: str = "sum", comm: MPI.Comm | None = None,
+                    transport: Transport | None = None, name: str | None = None) -> Request:
+    """Nonblocking :func:`reduce_scatter`; returns a :class:`Request`.
+
+    Must be called by all ranks of ``comm``.
+    """
+    gen, result = _reduce_scatter_gen(x, out, op, comm, transport, name)
+    return submit(Request(gen, result, name))
+
+
+# -- allgather ----------------------------------------------------------------------------
+
+def _allgather_gen(x, out, comm, transport, name):
+    ctx, tr = _resolve(comm, transport)
+    w = as_work(x, "x", writable=False)
+    n, r = tr.size, tr.rank
+    m = w.arr.size
+    shape = (n, *tuple(w.obj.shape))
+    o = _out(w, out, n * m, shape=shape)
+    tag = ctx.tag(name)
+    bounds = [i * m for i in range(n + 1)]
+
+    def gen():
+        dst = o.arr
+        dst[bounds[r]:bounds[r + 1]] = w.arr
+        if n > 1 and m > 0:
+            yield from ring_phases(tr, tag, dst, dst, None, ctx, bounds, reduce_scatter=False)
+    return gen(), o.obj
+
+
+def allgather(x, out=None, *, comm: MPI.Comm | None = None, transport: Transport | None = None,
+              name: str | None = None):
+    """Gather every rank's ``x`` on every rank, in rank order.
+
+    Must be called by all ranks of ``comm``, each with the same count and
+    dtype. Ring allgather: ``n - 1`` steps, ``(n-1)/n`` of the output sent per
+    rank.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor, ``m`` elements
+    out : array or tensor of ``n * m`` elements, optional
+        Default: new, of shape ``(n, *x.shape)``.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Row ``i`` (block ``i``) holds rank ``i``'s ``x``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`allreduce`; ``out`` of the wrong size.
+    """
+    gen, result = _allgather_gen(x, out, comm, transport, name)
+    run_inline(gen)
+    return result
+
+
+def iallgather(x, out=None, *, comm: MPI.Comm | None = None, transport: Transport | None = None,
+               name: str | None = None) -> Request:
+    """Nonblocking :func:`allgather`; returns a :class:`Request`.
+
+    Must be called by all ranks of ``comm``.
+    """
+    gen, result = _allgather_gen(x, out, comm, transport, name)
+    return submit(Request(gen, result, name))
+
+
+# -- bcast --------------------------------------------------------------------------------
+
+def _bcast_gen(x, root, comm, transport, name):
+    ctx, tr = _resolve(comm, transport)
+    if not isinstance(root, int) or isinstance(root, bool) or not 0 <= root < tr.size:
+        raise ValueError(f"root: must be a rank in [0, {tr.size}), got {root!r}")
+    w = as_work(x, "x", writable=True)
+    tag = ctx.tag(name)
+    n = tr.size
+    ranks = [(root + i) % n for i in range(n)]
+
+    def gen():
+        if n > 1 and w.arr.size > 0:
+            yield from tree_bcast(tr, tag, w.arr, ranks)
+    return gen(), w.obj
+
+
+def bcast(x, root: int = 0, *, comm: MPI.Comm | None = None,
+          transport: Transport | None = None, name: str | None = None):
+    """Broadcast ``x`` from ``root`` in place, along a pipelined binary tree.
+
+    Must be called by all ranks of ``comm`` with the same count, dtype and
+    ``root``. Cost about ``log2(n) alpha + bytes/beta`` for long messages
+    (segments of 256 KiB flow down the tree concurrently).
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor (contiguous)
+        Data on ``root``; overwritten on the others.
+    root : int
+        Rank holding the data.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``x``.
+
+    Raises
+    ------
+    ValueError
+        ``root`` out of range, ``x`` not contiguous or read-only.
+    TypeError
+        Unsupported buffer type or dtype.
+    """
+    gen, result = _bcast_gen(x, root, comm, transport, name)
+    run_inline(gen)
+    return result
+
+
+def ibcast(x, root: int = 0, *, comm: MPI.Comm | None = None,
+           transport: Transport | None = None, name: str | None = None) -> Request:
+    """Nonblocking :func:`bcast`; returns a :class:`Request`.
+
+    Must be called by all ranks of ``comm``.
+    """
+    gen, result = _bcast_gen(x, root, comm, transport, name)
+    return submit(Request(gen, result, name))

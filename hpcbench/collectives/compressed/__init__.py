@@ -1,0 +1,131 @@
+"""Compressed collectives: sparse, quantized and low-rank (PowerSGD) allreduce.
+
+``compressed_allreduce(tensor, name, compressor, memory)`` returns the **sum**
+over ranks of each rank's decompressed contribution (divide by the world size
+for a mean); ``icompressed_allreduce`` is the nonblocking form, returning a
+request with ``test()`` and ``wait()``. Bytes move only through a
+:class:`~hpcbench.collectives.transport.Transport` (pass a
+:class:`~hpcbench.collectives.linkmodel.LinkTransport` to model a network).
+
+Which communicator runs is chosen by ``compressor.kind``:
+
+``dense``          ring allreduce of the tensor (``none``)
+``sparse``         allgather of ``(indices, values)`` + scatter-add
+                   (``algorithm="allgather"``, default) or sparse ring
+                   reduce-scatter/allgather (``algorithm="ring"``)
+``shared_sparse``  ring allreduce of the values only (``randomk``)
+``quantized``      allgather of payloads, decode each, sum in rank order
+``lowrank``        PowerSGD's P then Q allreduce
+"""
+
+from __future__ import annotations
+
+import torch
+from mpi4py import MPI
+
+from hpcbench.collectives.compressed._engine import (CompressedRequest, get_transport, next_tag,
+                                                     ring_allreduce, run)
+from hpcbench.collectives.compressed.powersgd import powersgd_gen
+from hpcbench.collectives.compressed.quantized import quantized_allgather_gen
+from hpcbench.collectives.compressed.sparse import (shared_sparse_gen, sparse_allgather_gen,
+                                                    sparse_ring_gen)
+from hpcbench.collectives.transport import Transport
+from hpcbench.compress.base import Compressor
+from hpcbench.compress.memory import Memory, NoMemory
+
+__all__ = ["compressed_allreduce", "icompressed_allreduce", "dense_allreduce", "idense_allreduce",
+           "CompressedRequest", "ALGORITHMS"]
+
+ALGORITHMS = ("auto", "allgather", "ring")
+
+
+def _gen(tensor, name, compressor, memory, tr, tag, algorithm):
+    if compressor.kind == "lowrank":
+        acc = memory.compensate(tensor, name)
+        out = yield from powersgd_gen(tr, tag, acc, name, compressor, memory)
+        return out.view(tensor.shape)
+    acc = memory.compensate(tensor, name)
+    payload, ctx = compressor.compress(acc, name)
+    if compressor.kind == "dense":
+        send = payload[0]
+    memory.update(acc, name, compressor, payload, ctx)
+    if compressor.kind == "dense":
+        out = yield from ring_allreduce(tr, tag, send.to(ctx.dtype))
+    elif compressor.kind == "shared_sparse":
+        out = yield from shared_sparse_gen(tr, tag, payload, ctx, compressor)
+    elif compressor.kind == "sparse" and algorithm == "ring":
+        out = yield from sparse_ring_gen(tr, tag, payload, ctx)
+    elif compressor.kind == "sparse":
+        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size)
+    else:
+        out = yield from quantized_allgather_gen(tr, tag, payload, ctx, compressor)
+    return out.view(tensor.shape)
+
+
+def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compressor,
+                          memory: Memory | None = None, transport: Transport | None = None,
+                          comm: MPI.Comm | None = None, algorithm: str = "auto") -> CompressedRequest:
+    """Start a compressed allreduce (sum); returns a request whose ``wait()`` gives the result.
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+        This rank's contribution, any shape, floating dtype (same shape on all ranks).
+    name : str
+        Tensor name: key of the compressor's and the memory's per-tensor state.
+    compressor : Compressor
+        From :func:`hpcbench.compress.create`.
+    memory : Memory, optional
+        Error feedback (:class:`~hpcbench.compress.memory.ErrorFeedback`); none if omitted.
+    transport : Transport, optional
+        How bytes move; default a direct transport on ``comm``.
+    comm : mpi4py.MPI.Comm, optional
+        Used when ``transport`` is omitted (default ``COMM_WORLD``).
+    algorithm : {"auto", "allgather", "ring"}
+        Sparse communicator choice (``auto`` = ``allgather``); ignored for other kinds.
+
+    Returns
+    -------
+    CompressedRequest
+        ``wait()`` returns a tensor of ``tensor``'s shape and dtype holding
+        ``sum over ranks of decompress(compress(tensor + e))`` (for PowerSGD,
+        ``P_hat Q_sum^T``).
+
+    Notes
+    -----
+    All ranks must start compressed collectives on one transport in the same
+    order. Progress is made inside ``test()``/``wait()``.
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if not isinstance(compressor, Compressor):
+        raise TypeError(f"compressor must be a Compressor, got {type(compressor).__name__}")
+    tr = get_transport(transport, comm)
+    return CompressedRequest(_gen(tensor, name, compressor, memory or NoMemory(), tr, next_tag(tr),
+                                  algorithm))
+
+
+def compressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compressor,
+                         memory: Memory | None = None, transport: Transport | None = None,
+                         comm: MPI.Comm | None = None, algorithm: str = "auto") -> torch.Tensor:
+    """Blocking form of :func:`icompressed_allreduce`; returns the summed tensor."""
+    return icompressed_allreduce(tensor, name, compressor, memory, transport, comm, algorithm).wait()
+
+
+def idense_allreduce(tensor: torch.Tensor, transport: Transport | None = None,
+                     comm: MPI.Comm | None = None) -> CompressedRequest:
+    """Nonblocking uncompressed ring allreduce (sum) over the same engine (baseline)."""
+    tr = get_transport(transport, comm)
+
+    def gen():
+        out = yield from ring_allreduce(tr, next_tag_value, tensor.reshape(-1))
+        return out.view(tensor.shape)
+
+    next_tag_value = next_tag(tr)
+    return CompressedRequest(gen())
+
+
+def dense_allreduce(tensor: torch.Tensor, transport: Transport | None = None,
+                    comm: MPI.Comm | None = None) -> torch.Tensor:
+    """Blocking uncompressed ring allreduce (sum)."""
+    return idense_allreduce(tensor, transport, comm).wait()

@@ -1,0 +1,199 @@
+"""Nonblocking collectives: the :class:`Request` and the progress engine.
+
+How progress is made
+--------------------
+Every algorithm is a generator that posts ``Isend``/``Irecv`` through the
+transport and yields the requests it must wait for. A nonblocking call starts
+the generator in the caller's thread (so the first messages leave at once) and
+hands it to a single background *progress thread* per process. That thread
+polls ``Test`` on the awaited requests of every outstanding operation, resumes
+the generators whose requests have completed (they reduce and post the next
+messages), and sleeps with exponential backoff (20 us to 0.5 ms) when nothing
+moved, so it costs little CPU on oversubscribed nodes.
+
+Why a thread: MPICH only moves data (shared-memory copies, rendezvous
+handshakes) inside MPI calls, and our algorithms need Python to reduce between
+steps; with progress only inside ``test()`` nothing would happen while the
+caller computes in a long ``torch.matmul``. The thread needs
+``MPI_THREAD_MULTIPLE`` (mpi4py's default request); matmuls and large numpy
+ufuncs release the GIL, so the thread runs concurrently with compute. Where the
+MPI library provides less than ``MPI_THREAD_MULTIPLE``, or with the environment
+variable ``HPCBENCH_PROGRESS=test``, the engine falls back to progress inside
+``test()``/``wait()`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Sequence
+
+from mpi4py import MPI
+
+from hpcbench.collectives._core import SPIN
+from hpcbench.runtime.wait import Backoff
+
+__all__ = ["Request", "progress_mode"]
+
+
+def progress_mode() -> str:
+    """``"thread"`` (background progress thread) or ``"test"`` (progress in test/wait)."""
+    if os.environ.get("HPCBENCH_PROGRESS", "").lower() == "test":
+        return "test"
+    return "thread" if MPI.Query_thread() == MPI.THREAD_MULTIPLE else "test"
+
+
+class Request:
+    """Handle of an outstanding nonblocking collective.
+
+    Attributes
+    ----------
+    name : str or None
+        The name given to the call.
+    result : array or tensor
+        The output object (valid once complete).
+    """
+
+    __slots__ = ("name", "result", "_gen", "_pending", "_done", "_exc", "_event")
+
+    def __init__(self, gen, result: Any, name: str | None) -> None:
+        self.name = name
+        self.result = result
+        self._gen = gen
+        self._pending: list = []
+        self._done = False
+        self._exc: BaseException | None = None
+        self._event = threading.Event()
+
+    # -- driven by exactly one thread at a time ---------------------------------
+    def _advance(self) -> bool:
+        """Resume the generator as far as possible; True if anything moved."""
+        moved = False
+        while not self._done:
+            for q in self._pending:
+                if not q.test():
+                    return moved
+            try:
+                self._pending = next(self._gen)
+            except StopIteration:
+                self._finish(None)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
+                self._finish(exc)
+            moved = True
+        return moved
+
+    def _finish(self, exc) -> None:
+        self._exc = exc
+        self._pending = []
+        self._gen = None
+        self._done = True
+        self._event.set()
+
+    # -- public ------------------------------------------------------------------
+    def test(self) -> bool:
+        """True once the operation has completed (never blocks).
+
+        In ``"test"`` progress mode this also advances the operation.
+        """
+        if self._done:
+            return True
+        if _ENGINE.mode == "test":
+            self._advance()
+        return self._done
+
+    def wait(self):
+        """Block (sleeping) until complete and return the result.
+
+        Raises
+        ------
+        Exception
+            Whatever the operation raised while it progressed.
+        """
+        if not self._done:
+            if _ENGINE.mode == "thread" and _ENGINE.owns(self):
+                self._event.wait()
+            else:
+                bo = Backoff(spin=SPIN, first_s=2e-5, max_s=1e-3)
+                while not self._advance_or_done():
+                    bo.pause()
+        if self._exc is not None:
+            raise self._exc
+        return self.result
+
+    def _advance_or_done(self) -> bool:
+        self._advance()
+        return self._done
+
+    @staticmethod
+    def waitall(requests: Sequence["Request"]) -> list:
+        """Wait for every request (in any completion order); their results in order."""
+        return [r.wait() for r in requests]
+
+    @staticmethod
+    def testall(requests: Sequence["Request"]) -> bool:
+        """True when every request has completed."""
+        return all([r.test() for r in requests])
+
+    def __repr__(self) -> str:
+        return f"<Request name={self.name!r} done={self._done}>"
+
+
+class _Engine:
+    """One background progress thread per process (started on first use)."""
+
+    def __init__(self) -> None:
+        self.mode = progress_mode()
+        self._cv = threading.Condition()
+        self._new: list[Request] = []
+        self._owned: set[int] = set()
+        self._thread: threading.Thread | None = None
+
+    def owns(self, req: Request) -> bool:
+        return id(req) in self._owned
+
+    def submit(self, req: Request) -> None:
+        """Start ``req`` in the caller's thread, then leave it to the progress thread."""
+        req._advance()
+        if req._done or self.mode != "thread":
+            return
+        with self._cv:
+            self._owned.add(id(req))
+            self._new.append(req)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hpcbench-progress",
+                                                daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _run(self) -> None:
+        active: list[Request] = []
+        bo = Backoff(spin=0, first_s=2e-5, max_s=5e-4)
+        while True:
+            with self._cv:
+                while not active and not self._new:
+                    self._cv.wait()
+                active.extend(self._new)
+                self._new.clear()
+            moved = False
+            for req in active:
+                if req._advance():
+                    moved = True
+            if moved:
+                done = [r for r in active if r._done]
+                if done:
+                    active = [r for r in active if not r._done]
+                    with self._cv:
+                        for r in done:
+                            self._owned.discard(id(r))
+                bo.reset()
+            else:
+                bo.pause()
+
+
+_ENGINE = _Engine()
+
+
+def submit(req: Request) -> Request:
+    """Start a request and hand it to the progress engine; returns it."""
+    _ENGINE.submit(req)
+    return req

@@ -1,0 +1,90 @@
+"""Error feedback (residual memory) kept apart from compressors.
+
+Stich et al., "Sparsified SGD with Memory" (NeurIPS 2018); Karimireddy et al.
+(ICML 2019). Per tensor name the memory holds the residual ``e``:
+
+.. code-block:: text
+
+    acc      = x + e_before                 (compensate)
+    payload  = compress(acc)
+    e_after  = acc - decompress(payload)    (update)
+
+Exactness. Both operations are evaluated in the tensor's dtype: ``acc =
+fl(x + e_before)`` and ``e_after = fl(acc - decoded)`` elementwise, with
+``decoded`` cast to that dtype. Hence ``decoded + e_after == acc`` holds
+*exactly* (bitwise) wherever the subtraction is exact: where ``decoded`` is 0
+or equal to ``acc`` (every sparsifier: kept entries leave 0, dropped entries
+keep ``acc``), and by Sterbenz's lemma wherever ``acc / 2 <= decoded <= 2 acc``.
+Elsewhere (quantizers) the one rounding of the subtraction bounds the
+discrepancy: ``|decoded + e_after - acc| <= 2**-p * |acc - decoded|`` in exact
+arithmetic, ``p`` the dtype's significand bits (24 for float32). Nothing else
+is lost: ``sum over steps of decoded == sum of x + e_0 - e_T`` up to those
+roundings.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hpcbench.compress.base import Compressor, Context, Payload
+
+__all__ = ["ErrorFeedback", "NoMemory", "Memory"]
+
+
+class Memory:
+    """Interface: ``compensate`` before compressing, ``update`` after."""
+
+    def compensate(self, tensor: torch.Tensor, name: str) -> torch.Tensor:
+        raise NotImplementedError
+
+    def update(self, acc: torch.Tensor, name: str, compressor: Compressor, payload: Payload,
+               ctx: Context) -> None:
+        raise NotImplementedError
+
+
+class NoMemory(Memory):
+    """No error feedback: ``compensate`` returns the tensor itself."""
+
+    def compensate(self, tensor, name):
+        return tensor
+
+    def update(self, acc, name, compressor, payload, ctx):
+        return None
+
+
+class ErrorFeedback(Memory):
+    """Residual memory keyed by tensor name.
+
+    Attributes
+    ----------
+    residuals : dict of str to torch.Tensor
+        ``e`` per name, same shape and dtype as the tensor.
+    """
+
+    def __init__(self) -> None:
+        self.residuals: dict[str, torch.Tensor] = {}
+
+    def compensate(self, tensor: torch.Tensor, name: str) -> torch.Tensor:
+        """``acc = tensor + e`` (a new tensor; ``tensor`` is not modified).
+
+        Raises
+        ------
+        ValueError
+            If the stored residual's shape or dtype differs from ``tensor``'s.
+        """
+        e = self.residuals.get(name)
+        if e is None:
+            return tensor.detach().clone()
+        if e.shape != tensor.shape or e.dtype != tensor.dtype:
+            raise ValueError(f"tensor {name!r}: shape/dtype {tuple(tensor.shape)}/{tensor.dtype} "
+                             f"differs from its residual's {tuple(e.shape)}/{e.dtype}")
+        return tensor.detach() + e
+
+    def update(self, acc: torch.Tensor, name: str, compressor: Compressor, payload: Payload,
+               ctx: Context) -> None:
+        """Store ``e = acc - compressor.decompress(payload, ctx)`` (``acc`` may be reused)."""
+        self.residuals[name] = compressor.residual(acc, payload, ctx)
+
+    def reset(self) -> None:
+        """Forget every residual."""
+        self.residuals.clear()

@@ -1,0 +1,147 @@
+"""StellaTrain's adaptive threshold sparsifier ("threshold-v"), exactly k elements."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from hpcbench.compress._sparse import SparseCompressor, k_of
+from hpcbench.compress.base import Context, Payload, as_flat, check_ratio
+
+__all__ = ["ThresholdVCompressor", "AdaptiveThreshold", "abs_scores"]
+
+
+def abs_scores(flat: torch.Tensor, buf: np.ndarray | None) -> np.ndarray:
+    """``|flat|`` as a float32/float64 numpy array, written into ``buf`` when it fits."""
+    if flat.dtype in (torch.float16, torch.bfloat16):
+        flat = flat.float()
+    x = flat.numpy()
+    if buf is not None and buf.shape == x.shape and buf.dtype == x.dtype:
+        return np.abs(x, out=buf)
+    return np.abs(x)
+
+
+class AdaptiveThreshold:
+    """Pick exactly ``k`` entries of a score vector with a step-adapted threshold.
+
+    The first call selects the exact top-k (``torch.topk``) and sets the
+    threshold to the k-th largest score. Later calls make one masked pass,
+    ``candidates = nonzero(scores >= threshold)``, then:
+
+    * more than ``k`` candidates: with ``trim="topk"`` keep the ``k`` largest
+      candidates (then the selection *is* the exact top-k) and move the
+      threshold to ``(1 - margin)`` times the k-th largest score, which raises
+      it when too many passed; with ``trim="first"`` keep the first ``k`` in
+      memory order, as StellaTrain's scan stops once ``k`` are found, and raise
+      the threshold by ``increase``;
+    * fewer than ``k``: pad with the first non-candidates in memory order
+      (found among the first ``k`` positions of the mask, so O(k) work) and
+      lower the threshold by ``decrease`` (1 %).
+
+    Parameters
+    ----------
+    decrease : float, default 0.01
+        Relative lowering when short.
+    increase : float, default 0.01
+        Relative raising with ``trim="first"`` when ``k`` are found early.
+    margin : float, default 0.02
+        With ``trim="topk"``, next threshold = ``(1 - margin)`` * k-th score.
+    trim : {"topk", "first"}
+        How surplus candidates are cut down to ``k``.
+    """
+
+    def __init__(self, decrease: float = 0.01, increase: float = 0.01, margin: float = 0.02,
+                 trim: str = "topk") -> None:
+        for arg, v in (("decrease", decrease), ("increase", increase), ("margin", margin)):
+            if not 0.0 <= float(v) < 1.0:
+                raise ValueError(f"{arg} must be in [0, 1), got {v!r}")
+        if trim not in ("topk", "first"):
+            raise ValueError(f"trim must be 'topk' or 'first', got {trim!r}")
+        self.decrease, self.increase, self.margin, self.trim = decrease, increase, margin, trim
+        self.threshold: dict[str, float] = {}
+        self.last_candidates: dict[str, int] = {}
+        self._mask: dict[str, np.ndarray] = {}
+
+    def select(self, scores: np.ndarray, k: int, name: str) -> np.ndarray:
+        """Indices (int64, shape (k,), distinct) of ``k`` selected scores."""
+        n = scores.shape[0]
+        if k <= 0:
+            return np.zeros(0, np.int64)
+        if k >= n:
+            return np.arange(n, dtype=np.int64)
+        thr = self.threshold.get(name)
+        if thr is None or not math.isfinite(thr):
+            idx = torch.topk(torch.from_numpy(scores), k, sorted=False).indices.numpy()
+            self.threshold[name] = float(scores[idx].min()) * (1.0 - self.margin)
+            self.last_candidates[name] = k
+            return idx.astype(np.int64, copy=False)
+        mask = self._mask.get(name)
+        if mask is None or mask.shape[0] != n:
+            mask = self._mask[name] = np.empty(n, dtype=bool)
+        np.greater_equal(scores, thr, out=mask)
+        cand = np.flatnonzero(mask)
+        count = cand.shape[0]
+        self.last_candidates[name] = count
+        if count > k:
+            if self.trim == "topk":
+                cs = scores[cand]
+                part = np.argpartition(cs, count - k)[count - k:]
+                idx = cand[part]
+                self.threshold[name] = float(cs[part].min()) * (1.0 - self.margin)
+            else:
+                idx = cand[:k]
+                self.threshold[name] = thr * (1.0 + self.increase)
+            return idx
+        if count == k:
+            return cand
+        need = k - count
+        # among the first count + need positions at most `count` are candidates
+        pad = np.flatnonzero(~mask[:count + need])[:need]
+        self.threshold[name] = thr * (1.0 - self.decrease)
+        return np.concatenate([cand, pad])
+
+
+class ThresholdVCompressor(SparseCompressor):
+    """Adaptive-threshold sparsifier emitting exactly ``k`` elements (StellaTrain).
+
+    Lim et al., "Accelerating Model Training in Multi-cluster Environments
+    with Consumer-grade GPUs" (StellaTrain, SIGCOMM 2024), *thresholdv*: the
+    threshold starts at the exact k-th magnitude and is adapted step by step
+    (see :class:`AdaptiveThreshold`), so that after the first step selection
+    is one masked pass over ``|x|`` instead of a top-k.
+
+    Payload ``(indices int32/int64 (k,), values (k,) in the tensor's dtype)``
+    with ``k = ceil(compress_ratio * numel)``, always exactly ``k``.
+
+    Parameters
+    ----------
+    compress_ratio : float, default 0.01
+        Fraction of elements **kept**, in (0, 1]. (StellaTrain's code takes
+        the fraction *dropped*; pass ``1 - that``.)
+    decrease, increase, margin, trim
+        See :class:`AdaptiveThreshold`.
+    """
+
+    name = "thresholdv"
+    unbiased = False
+    fixed_size = True
+
+    def __init__(self, compress_ratio: float = 0.01, decrease: float = 0.01, increase: float = 0.01,
+                 margin: float = 0.02, trim: str = "topk") -> None:
+        super().__init__()
+        self.compress_ratio = check_ratio(compress_ratio)
+        self.selector = AdaptiveThreshold(decrease, increase, margin, trim)
+        self._buf: dict[str, np.ndarray] = {}
+
+    def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
+        flat = as_flat(tensor)
+        ctx = self._context(tensor, name)
+        k = k_of(ctx.numel, self.compress_ratio)
+        scores = abs_scores(flat, self._buf.get(name))
+        self._buf[name] = scores
+        return self._pack(flat, self.selector.select(scores, k, name), ctx)
+
+    def __repr__(self) -> str:
+        return f"ThresholdVCompressor(compress_ratio={self.compress_ratio}, trim={self.selector.trim!r})"

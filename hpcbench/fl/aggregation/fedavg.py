@@ -1,0 +1,67 @@
+"""Federated Averaging (FedAvg) [McMahan et al., 2017]."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["weighted_average", "FedAvg"]
+
+
+def weighted_average(deltas: np.ndarray, num_examples: np.ndarray) -> np.ndarray:
+    """Example-weighted mean of client updates, ``sum_k (n_k / n) * delta_k``.
+
+    Parameters
+    ----------
+    deltas : ndarray of shape (m, P), float32
+        One model update (local minus global parameters) per client, in a fixed
+        client order; the sum runs in that order in float64, so the same rows in
+        the same order give the same bits.
+    num_examples : ndarray of shape (m,), int
+        Local example count ``n_k`` of each client.
+
+    Returns
+    -------
+    ndarray of shape (P,), float64
+
+    Raises
+    ------
+    ValueError
+        If shapes disagree, ``m == 0``, or a count is negative or all are zero.
+    """
+    deltas = np.asarray(deltas)
+    n = np.asarray(num_examples, dtype=np.float64)
+    if deltas.ndim != 2 or n.shape != (deltas.shape[0],):
+        raise ValueError(f"deltas must be (m, P) and num_examples (m,), got {deltas.shape} and {n.shape}")
+    if deltas.shape[0] == 0:
+        raise ValueError("no client updates to aggregate")
+    if (n < 0).any() or n.sum() <= 0:
+        raise ValueError(f"num_examples must be >= 0 with a positive sum, got {n.tolist()}")
+    weights = n / n.sum()
+    out = np.zeros(deltas.shape[1], dtype=np.float64)
+    for w, d in zip(weights, deltas):
+        out += w * d.astype(np.float64)
+    return out
+
+
+class FedAvg:
+    """FedAvg server update: ``w <- w + eta_s * sum_k (n_k / n) * delta_k``.
+
+    With server learning rate ``eta_s = 1`` (the default) this is McMahan et
+    al.'s FedAvg, "Communication-Efficient Learning of Deep Networks from
+    Decentralized Data" (AISTATS 2017): the example-weighted mean of the
+    clients' local models.
+
+    Parameters
+    ----------
+    cfg : hpcbench.fl.config.FLConfig
+        Uses ``server_learning_rate``.
+    """
+
+    def __init__(self, cfg) -> None:
+        self.server_learning_rate = float(cfg.server_learning_rate)
+
+    def aggregate(self, global_params: np.ndarray, deltas: np.ndarray, num_examples: np.ndarray,
+                  round_: int) -> np.ndarray:
+        """New global parameters (float32, shape (P,)) from the round's client updates."""
+        update = weighted_average(deltas, num_examples)
+        return (global_params.astype(np.float64) + self.server_learning_rate * update).astype(np.float32)

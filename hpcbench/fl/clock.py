@@ -1,0 +1,155 @@
+"""The virtual clock: when each participant would finish on its real device and network.
+
+A FedScale-style emulation runs every client's training for real, but charges
+time from traces of real phones instead of the emulating machine's:
+
+- compute: ``local_steps * batch_size * latency_s * compute_scale``, with
+  ``latency_s`` the client's device's per-sample training latency, drawn each
+  round around the trace's mean with its standard deviation;
+- communication: the model's bytes down and the update's bytes up, each
+  ``nbytes * 8 / 1000 / kbps`` seconds at a bandwidth drawn from the client's
+  bandwidth trace;
+- availability: a client can be selected only while its availability trace
+  says it is online at the round's start.
+
+The round ends when the ``participants``-th earliest selected client finishes
+(FedScale's overcommitment: later ones are stragglers, dropped and recorded).
+Every draw comes from a generator seeded by ``(seed, round, client_id)``, so
+all ranks compute the same clock without communicating.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ClientRegistry", "RoundTiming", "VirtualClock"]
+
+
+class ClientRegistry:
+    """Registered clients as integer rows into the traces (struct of arrays).
+
+    Parameters
+    ----------
+    num_clients : int
+    num_examples : ndarray of shape (num_clients,), int64
+        Local example counts (from the dataset's split).
+    n_device, n_bandwidth, n_availability : int
+        Number of rows in each trace; clients are mapped to rows uniformly at
+        random with a generator seeded from ``seed``.
+    seed : int
+
+    Attributes
+    ----------
+    device_row, bandwidth_row, availability_row : ndarray of shape (num_clients,), int32
+    """
+
+    def __init__(self, num_clients: int, num_examples: np.ndarray, n_device: int, n_bandwidth: int,
+                 n_availability: int, seed: int) -> None:
+        rng = np.random.default_rng([seed, 0xC11E])
+        self.num_clients = int(num_clients)
+        self.num_examples = np.asarray(num_examples, dtype=np.int64)
+        self.device_row = rng.integers(0, n_device, num_clients, dtype=np.int32)
+        self.bandwidth_row = rng.integers(0, n_bandwidth, num_clients, dtype=np.int32)
+        self.availability_row = rng.integers(0, n_availability, num_clients, dtype=np.int32)
+
+    def nbytes(self) -> int:
+        """Bytes of per-client metadata held here."""
+        return int(self.num_examples.nbytes + self.device_row.nbytes + self.bandwidth_row.nbytes
+                   + self.availability_row.nbytes)
+
+
+@dataclass
+class RoundTiming:
+    """Virtual timing of one round (all times in seconds of virtual time).
+
+    Attributes
+    ----------
+    start_s, end_s : float
+        Round start and end on the virtual clock.
+    online : int
+        Clients online at the round's start.
+    client_ids : ndarray of shape (m,), int64
+        Selected clients, ascending.
+    compute_s, communication_s, completion_s : ndarray of shape (m,), float64
+        Per-client compute time, download plus upload time, and their sum.
+    aggregated : ndarray of shape (m,), bool
+        True for the earliest ``participants`` finishers; False for stragglers.
+    """
+
+    start_s: float
+    end_s: float
+    online: int
+    client_ids: np.ndarray
+    compute_s: np.ndarray
+    communication_s: np.ndarray
+    completion_s: np.ndarray
+    aggregated: np.ndarray
+
+
+class VirtualClock:
+    """Select participants and time them against the traces, round by round.
+
+    Parameters
+    ----------
+    cfg : hpcbench.fl.config.FLConfig
+    registry : ClientRegistry
+    device, bandwidth, availability : trace objects
+        From :mod:`hpcbench.fl.traces` (``sample_latency_s``, ``sample_kbps``,
+        ``is_available``/``next_available_s``).
+    model_bytes : int
+        Bytes of the model sent down and of the update sent up.
+    selector : object with ``select(round, online, count)``
+    """
+
+    def __init__(self, cfg, registry: ClientRegistry, device, bandwidth, availability,
+                 model_bytes: int, selector) -> None:
+        self.cfg = cfg
+        self.registry = registry
+        self.device = device
+        self.bandwidth = bandwidth
+        self.availability = availability
+        self.model_bytes = int(model_bytes)
+        self.selector = selector
+        self.now_s = 0.0
+        self._all_ids = np.arange(registry.num_clients, dtype=np.int64)
+
+    def _online(self) -> np.ndarray:
+        rows = self.registry.availability_row
+        online = np.flatnonzero(self.availability.is_available(rows, self.now_s))
+        if online.size == 0:
+            used = np.unique(rows)
+            self.now_s = float(np.min(self.availability.next_available_s(used, self.now_s)))
+            online = np.flatnonzero(self.availability.is_available(rows, self.now_s))
+        return online.astype(np.int64)
+
+    def next_round(self, round_: int) -> RoundTiming:
+        """Select and time round ``round_``'s participants, then advance the clock."""
+        cfg = self.cfg
+        online = self._online()
+        count = math.ceil(cfg.participants * cfg.overcommitment)
+        ids = self.selector.select(round_, online, count)
+        m = len(ids)
+        compute = np.empty(m)
+        comm = np.empty(m)
+        reg = self.registry
+        for i, cid in enumerate(ids):
+            rng = np.random.default_rng([cfg.seed, round_, int(cid), 0xC10C])
+            row = reg.device_row[cid:cid + 1]
+            latency = float(self.device.sample_latency_s(row, rng)[0])
+            compute[i] = cfg.local_steps * cfg.batch_size * latency * cfg.traces.compute_scale
+            kbps = self.bandwidth.sample_kbps(reg.bandwidth_row[cid:cid + 1], rng)
+            kbps_down = float(kbps[0])
+            kbps_up = float(self.bandwidth.sample_kbps(reg.bandwidth_row[cid:cid + 1], rng)[0])
+            comm[i] = self.model_bytes * 8 / 1000 * (1.0 / kbps_down + 1.0 / kbps_up)
+        completion = compute + comm
+        keep = min(cfg.participants, m)
+        order = np.lexsort((ids, completion))
+        aggregated = np.zeros(m, dtype=bool)
+        aggregated[order[:keep]] = True
+        start = self.now_s
+        end = start + (float(completion[order[keep - 1]]) if keep else 0.0)
+        self.now_s = end
+        return RoundTiming(start, end, int(online.size), ids, compute, comm, completion, aggregated)

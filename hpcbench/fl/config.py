@@ -1,0 +1,218 @@
+"""Job configuration of the federated emulation: a YAML file in FedScale's spirit.
+
+The file is parsed once, at the edge, into a typed :class:`FLConfig`; every key
+is checked (unknown keys, wrong types and out-of-range values are errors that
+name the key and the value). Command-line flags ``--KEY VALUE`` override keys,
+with dots for nested keys (``--dataset.alpha 0.1``); values are read as YAML
+scalars (``--rounds 5``, ``--traces.availability.format none``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
+           "FLConfig", "load_config", "flatten_keys"]
+
+
+class ConfigError(ValueError):
+    """Invalid job configuration; the message names the key and the value."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class DatasetConfig(_Strict):
+    """Which real dataset, and how it is split across registered clients.
+
+    ``partition``: ``dirichlet`` (label skew with concentration ``alpha``; Hsu et
+    al. 2019), ``iid``, or ``natural`` (Shakespeare: one client per speaking
+    role, as LEAF). With ``samples_per_client`` set, every client draws that
+    many samples from its own label distribution (clients may share samples),
+    so any number of clients can be registered; unset, the training set is
+    split disjointly.
+    """
+
+    name: Literal["digits", "shakespeare"] = "digits"
+    partition: Literal["dirichlet", "iid", "natural"] = "dirichlet"
+    alpha: float = Field(0.5, gt=0)
+    num_clients: int = Field(100, ge=1, le=100_000_000)
+    samples_per_client: int | None = Field(None, ge=1)
+    test_fraction: float = Field(0.2, gt=0, lt=1)
+    seq_len: int = Field(80, ge=2, le=1024)
+    max_test_samples: int = Field(2000, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.name == "digits" and self.partition == "natural":
+            raise ValueError("partition 'natural' needs dataset 'shakespeare' (one client per role)")
+        if self.name == "shakespeare" and self.partition != "natural":
+            raise ValueError(f"dataset 'shakespeare' supports partition 'natural' only, got {self.partition!r}")
+        return self
+
+
+class ModelConfig(_Strict):
+    """Model to train: ``mlp`` (digits) or ``charlstm`` (Shakespeare)."""
+
+    name: Literal["mlp", "logreg", "charlstm"] = "mlp"
+    hidden: int = Field(64, ge=1, le=65536)
+    embedding: int = Field(8, ge=1, le=4096)
+    layers: int = Field(1, ge=1, le=8)
+
+
+class TraceConfig(_Strict):
+    """One trace: its format and file (``bundled`` = the copy shipped in the package)."""
+
+    format: str
+    path: str = "bundled"
+    column: Literal["ResNet", "ViT"] = "ResNet"
+
+
+class TracesConfig(_Strict):
+    """Real system-heterogeneity traces driving the virtual clock.
+
+    A client's compute time is ``local_steps * batch_size * latency_s *
+    compute_scale`` with ``latency_s`` its device's per-sample training latency;
+    its communication time is ``model_bytes * 8 / 1000 / kbps`` each way.
+    """
+
+    device: TraceConfig = TraceConfig(format="flhetbench-device")
+    bandwidth: TraceConfig = TraceConfig(format="mobiperf")
+    availability: TraceConfig = TraceConfig(format="flash")
+    compute_scale: float = Field(1.0, gt=0)
+
+
+class FLConfig(_Strict):
+    """A federated emulation job (see ``jobs/configs/*.yaml`` for examples)."""
+
+    job_name: str = Field("fl", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
+    seed: int = Field(1, ge=0, le=2**32 - 1)
+    dataset: DatasetConfig = DatasetConfig()
+    model: ModelConfig = ModelConfig()
+    rounds: int = Field(50, ge=1, le=1_000_000)
+    participants: int = Field(10, ge=1)
+    overcommitment: float = Field(1.3, ge=1.0, le=10.0)
+    local_steps: int = Field(10, ge=1)
+    batch_size: int = Field(16, ge=1)
+    learning_rate: float = Field(0.05, gt=0, le=100)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    selection: Literal["random"] = "random"
+    aggregator: Literal["fedavg"] = "fedavg"
+    server_learning_rate: float = Field(1.0, gt=0, le=100)
+    eval_interval: int = Field(5, ge=1)
+    target_accuracy: float = Field(0.9, gt=0, le=1)
+    stop_at_target: bool = False
+    traces: TracesConfig = TracesConfig()
+    output: str = "results/{job_name}-{start}.h5"
+    progress: bool = True
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.participants > self.dataset.num_clients and self.dataset.name == "digits":
+            raise ValueError(f"participants ({self.participants}) exceeds dataset.num_clients "
+                             f"({self.dataset.num_clients})")
+        if (self.dataset.name == "digits") != (self.model.name in ("mlp", "logreg")):
+            raise ValueError(f"model {self.model.name!r} does not fit dataset {self.dataset.name!r}")
+        for name in ("learning_rate", "overcommitment", "server_learning_rate"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite")
+        return self
+
+    def output_path(self, start: str) -> Path:
+        """Output file with ``{job_name}`` and ``{start}`` (compact UTC time) filled in."""
+        stamp = start.replace(":", "").replace("-", "").replace("+0000", "Z")
+        return Path(self.output.format(job_name=self.job_name, start=stamp))
+
+
+def flatten_keys(model: type[BaseModel] = FLConfig, prefix: str = "") -> list[str]:
+    """Every leaf key of the config, dotted (``dataset.alpha``...)."""
+    keys = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys += flatten_keys(ann, prefix + name + ".")
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    node = tree
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"{dotted}: cannot set a sub-key of {part!r} (= {child!r})")
+        node = child
+    node[parts[-1]] = value
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{source}: unknown key {key!r} (value {e['input']!r})")
+        elif e["type"] == "value_error" and not e["loc"]:
+            lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
+        else:
+            lines.append(f"{source}: key {key!r} has bad value {e['input']!r}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, str] | None = None) -> FLConfig:
+    """Read a YAML job file, apply ``--key value`` overrides, validate.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path, optional
+        YAML job file; defaults apply where omitted (or with no file at all).
+    overrides : mapping of str to str, optional
+        Dotted key to raw string value, parsed as a YAML scalar.
+
+    Returns
+    -------
+    FLConfig
+
+    Raises
+    ------
+    ConfigError
+        Missing or unparsable file, unknown key, wrong type or out-of-range
+        value; the message names the key and the value.
+    """
+    source = str(path) if path is not None else "<defaults>"
+    raw: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {source!r} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{source}: top level must be a mapping of keys, got {type(loaded).__name__}")
+        raw = loaded
+    known = set(flatten_keys())
+    for key, text in (overrides or {}).items():
+        if key not in known:
+            raise ConfigError(f"command line: unknown key {key!r} (value {text!r})")
+        try:
+            value = yaml.safe_load(text) if text != "" else ""
+        except yaml.YAMLError:
+            value = text
+        _set_dotted(raw, key, value)
+    try:
+        return FLConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, source)) from None

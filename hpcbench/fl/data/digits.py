@@ -1,0 +1,78 @@
+"""scikit-learn's handwritten digits (1,797 real 8x8 images), split across clients."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from hpcbench.fl.data.base import ClientShard, FederatedDataset
+from hpcbench.fl.data.partition import dirichlet_partition, iid_partition, sampled_partition
+
+__all__ = ["DigitsDataset"]
+
+
+class DigitsDataset(FederatedDataset):
+    """UCI handwritten digits as bundled with scikit-learn (``load_digits``).
+
+    Features are the 64 pixel intensities scaled to [0, 1] (float32, shape
+    (n, 64)); labels are 0-9 (int64). A stratified, seeded ``test_fraction``
+    is held out for the aggregator's evaluation; the rest is split across
+    ``num_clients`` by :mod:`hpcbench.fl.data.partition`.
+
+    Parameters
+    ----------
+    cfg : hpcbench.fl.config.DatasetConfig
+    seed : int
+    """
+
+    name = "digits"
+    num_classes = 10
+
+    def __init__(self, cfg, seed: int) -> None:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
+        bunch = load_digits()
+        x = (bunch.data / 16.0).astype(np.float32)
+        y = bunch.target.astype(np.int64)
+        x_train, x_test, y_train, y_test = train_test_split(
+            x, y, test_size=cfg.test_fraction, random_state=seed, stratify=y)
+        self._x = torch.from_numpy(np.ascontiguousarray(x_train))
+        self._y = torch.from_numpy(np.ascontiguousarray(y_train))
+        self._x_test = torch.from_numpy(np.ascontiguousarray(x_test))
+        self._y_test = torch.from_numpy(np.ascontiguousarray(y_test))
+        rng = np.random.default_rng([seed, 0x5EED])
+        if cfg.samples_per_client is not None:
+            alpha = None if cfg.partition == "iid" else cfg.alpha
+            self.offsets, self.indices = sampled_partition(y_train, cfg.num_clients,
+                                                           cfg.samples_per_client, alpha, rng)
+        elif cfg.partition == "iid":
+            self.offsets, self.indices = iid_partition(len(y_train), cfg.num_clients, rng)
+        else:
+            self.offsets, self.indices = dirichlet_partition(y_train, cfg.num_clients, cfg.alpha, rng)
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def num_features(self) -> int:
+        return int(self._x.shape[1])
+
+    def client_sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def client_labels(self, client_id: int) -> np.ndarray:
+        """Labels of a client's samples (int64), e.g. to inspect label skew."""
+        idx = self.indices[self.offsets[client_id]:self.offsets[client_id + 1]]
+        return self._y.numpy()[idx]
+
+    def shard(self, client_id: int) -> ClientShard:
+        idx = torch.from_numpy(self.indices[self.offsets[client_id]:self.offsets[client_id + 1]].astype(np.int64))
+        return ClientShard(client_id, int(idx.numel()), self._x[idx], self._y[idx])
+
+    def test_set(self):
+        return self._x_test, self._y_test
+
+    def metadata_nbytes(self) -> int:
+        return int(self.offsets.nbytes + self.indices.nbytes)

@@ -1,0 +1,251 @@
+"""The round loop on MPI ranks: rank 0 aggregates, ranks 1..P-1 execute clients.
+
+Per round, every rank computes the same plan locally (selection, virtual
+timing, stragglers and the executor assignment are all seeded, so no plan is
+sent). The aggregator broadcasts the global model with a control word, each
+executor trains its clients from it and sends one block of updates back, and
+the aggregator applies FedAvg in ascending client id order, so the aggregated
+model has the same bits whatever the world size. At ``-np 1`` rank 0 executes
+too. Every wait polls and sleeps (:mod:`hpcbench.runtime.wait`): an idle rank
+leaves the cores to the ranks that train.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import resource
+import socket
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from hpcbench.fl.output import (CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED,
+                                STATUS_STRAGGLER)
+from hpcbench.fl.training import client_generator, evaluate, train_client
+from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
+
+__all__ = ["assign_clients", "Emulation", "Summary"]
+
+_CONTINUE, _STOP = 1.0, 0.0
+_META = 4  # num_examples, train_loss, train_wall_s, train_cpu_s
+
+
+def assign_clients(client_ids: np.ndarray, work: np.ndarray, executors: list[int]) -> dict[int, np.ndarray]:
+    """Balance clients over executors by expected work (longest processing time first).
+
+    Clients are taken in decreasing ``work`` (ties: ascending id) and each goes
+    to the executor with the least assigned work (ties: lowest rank), which
+    keeps the makespan within 4/3 of optimal (Graham 1969).
+
+    Parameters
+    ----------
+    client_ids : ndarray of shape (m,), int64
+    work : ndarray of shape (m,)
+        Expected cost of each client (e.g. examples processed).
+    executors : list of int
+        Executor ranks.
+
+    Returns
+    -------
+    dict of int to ndarray
+        Executor rank to its client ids, ascending.
+    """
+    heap = [(0.0, rank) for rank in executors]
+    heapq.heapify(heap)
+    out: dict[int, list[int]] = {rank: [] for rank in executors}
+    for i in np.lexsort((client_ids, -np.asarray(work, dtype=np.float64))):
+        load, rank = heapq.heappop(heap)
+        out[rank].append(int(client_ids[i]))
+        heapq.heappush(heap, (load + float(work[i]), rank))
+    return {rank: np.sort(np.asarray(ids, dtype=np.int64)) for rank, ids in out.items()}
+
+
+@dataclass
+class Summary:
+    """End-of-run figures (rank 0)."""
+
+    rounds: int = 0
+    final_accuracy: float = math.nan
+    time_to_accuracy_s: float = math.nan
+    rounds_to_accuracy: int = -1
+    wall_s: float = 0.0
+    clients_trained: int = 0
+    final_parameters: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+
+
+class Emulation:
+    """One federated job on ``comm``.
+
+    Parameters
+    ----------
+    cfg : hpcbench.fl.config.FLConfig
+    comm : mpi4py.MPI.Comm
+    dataset : hpcbench.fl.data.FederatedDataset
+    model : torch.nn.Module
+        Initial global model (identical on every rank).
+    clock : hpcbench.fl.clock.VirtualClock
+    aggregator : object with ``aggregate(global, deltas, num_examples, round)``
+    """
+
+    def __init__(self, cfg, comm: MPI.Comm, dataset, model: torch.nn.Module, clock, aggregator) -> None:
+        self.cfg = cfg
+        self.comm = comm
+        self.rank = comm.rank
+        self.size = comm.size
+        self.dataset = dataset
+        self.model = model
+        self.clock = clock
+        self.aggregator = aggregator
+        self.executors = list(range(1, self.size)) or [0]
+        self.num_params = sum(p.numel() for p in model.parameters())
+        self._buf = np.zeros(self.num_params + 1, dtype=np.float32)
+        self._trained = 0
+        self._train_wall = 0.0
+        self._sizes = dataset.client_sizes()
+
+    # -- one round, every rank --------------------------------------------------------------
+    def _plan(self, round_: int):
+        timing = self.clock.next_round(round_)
+        ids = timing.client_ids[timing.aggregated]
+        cfg = self.cfg
+        work = cfg.local_steps * np.minimum(cfg.batch_size, self._sizes[ids])
+        return timing, assign_clients(ids, work, self.executors)
+
+    def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
+        cfg = self.cfg
+        deltas = np.empty((len(ids), self.num_params), dtype=np.float32)
+        meta = np.empty((len(ids), _META), dtype=np.float64)
+        for i, cid in enumerate(ids):
+            res = train_client(self.model, global_flat, self.dataset.shard(int(cid)), cfg.local_steps,
+                               cfg.batch_size, cfg.learning_rate, cfg.momentum,
+                               client_generator(cfg.seed, round_, int(cid)))
+            deltas[i] = res.delta
+            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s)
+            self._train_wall += res.train_wall_s
+        self._trained += len(ids)
+        return deltas, meta
+
+    def _bcast_model(self, flag: float, params: np.ndarray | None) -> bool:
+        if self.rank == 0:
+            self._buf[:-1] = params
+            self._buf[-1] = flag
+        if self.size > 1:
+            sleep_wait(self.comm.Ibcast(self._buf, root=0), Backoff(max_s=5e-3))
+        return self._buf[-1] == _CONTINUE
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self, results=None, progress=None) -> Summary:
+        """Run all rounds; rank 0 writes ``results`` (a ResultsFile) and returns the summary."""
+        cfg = self.cfg
+        summary = Summary()
+        t0 = time.perf_counter()
+        params = None
+        if self.rank == 0:
+            from hpcbench.fl.models import flat_parameters
+            params = flat_parameters(self.model).numpy().copy()
+            rounds_tab = results.table("rounds", ROUND_COLUMNS, "one row per round") if results else None
+            clients_tab = results.table("clients", CLIENT_COLUMNS, "one row per selected client per round") \
+                if results else None
+            x_test, y_test = self.dataset.test_set()
+        stop = False
+        for round_ in range(1, cfg.rounds + 1):
+            round_t0 = time.perf_counter()
+            if not self._bcast_model(_STOP if stop else _CONTINUE, params):
+                break
+            global_flat = torch.from_numpy(self._buf[:-1])
+            timing, plan = self._plan(round_)
+            mine = plan.get(self.rank, np.zeros(0, np.int64))
+            deltas, meta = self._train(mine, round_, global_flat)
+            if self.rank != 0:
+                if len(mine):
+                    sleep_waitall([self.comm.Isend(deltas, dest=0, tag=2 * round_),
+                                   self.comm.Isend(meta, dest=0, tag=2 * round_ + 1)])
+                continue
+            # aggregator: gather every executor's block, order by client id, aggregate
+            blocks = {0: (mine, deltas, meta)} if len(mine) else {}
+            reqs = []
+            for rank, ids in plan.items():
+                if rank == 0 or not len(ids):
+                    continue
+                d = np.empty((len(ids), self.num_params), dtype=np.float32)
+                m = np.empty((len(ids), _META), dtype=np.float64)
+                reqs += [self.comm.Irecv(d, source=rank, tag=2 * round_),
+                         self.comm.Irecv(m, source=rank, tag=2 * round_ + 1)]
+                blocks[rank] = (ids, d, m)
+            sleep_waitall(reqs, Backoff(max_s=5e-3))
+            ids_all = np.concatenate([b[0] for b in blocks.values()])
+            ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()])
+            order = np.argsort(ids_all, kind="stable")
+            ids_all, ranks_all = ids_all[order], ranks_all[order]
+            deltas_all = np.concatenate([b[1] for b in blocks.values()])[order]
+            meta_all = np.concatenate([b[2] for b in blocks.values()])[order]
+            params = self.aggregator.aggregate(params, deltas_all, meta_all[:, 0], round_)
+            weights = meta_all[:, 0]
+            train_loss = float(np.dot(weights, meta_all[:, 1]) / weights.sum())
+            acc = loss = math.nan
+            if round_ % cfg.eval_interval == 0 or round_ == cfg.rounds:
+                acc, loss = evaluate(self.model, torch.from_numpy(params), x_test, y_test)
+                summary.final_accuracy = acc
+                if acc >= cfg.target_accuracy and summary.rounds_to_accuracy < 0:
+                    summary.rounds_to_accuracy = round_
+                    summary.time_to_accuracy_s = timing.end_s
+                    if results:
+                        results.set_attrs(time_to_accuracy_s=timing.end_s, rounds_to_accuracy=round_,
+                                          wall_to_accuracy_s=time.perf_counter() - t0)
+                    stop = cfg.stop_at_target
+            now = time.perf_counter()
+            summary.rounds = round_
+            if results:
+                self._record(rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all,
+                             acc, loss, train_loss, now - t0, now - round_t0)
+            if progress is not None:
+                progress.update(1)
+                shown = summary.final_accuracy
+                progress.set_postfix(acc=f"{shown:.3f}", vtime=f"{timing.end_s:.0f}s", refresh=False)
+        summary.wall_s = time.perf_counter() - t0
+        summary.final_parameters = params if params is not None else summary.final_parameters
+        self._gather_rank_stats(results)
+        summary.clients_trained = self._trained
+        return summary
+
+    def _record(self, rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all,
+                acc, loss, train_loss, wall, round_wall) -> None:
+        m = len(timing.client_ids)
+        rank_of = np.full(m, -1, np.int32)
+        loss_c = np.full(m, math.nan)
+        wall_c = np.zeros(m)
+        cpu_c = np.zeros(m)
+        pos = np.searchsorted(timing.client_ids, ids_all)
+        rank_of[pos] = ranks_all
+        loss_c[pos] = meta_all[:, 1]
+        wall_c[pos] = meta_all[:, 2]
+        cpu_c[pos] = meta_all[:, 3]
+        clients_tab.append({
+            "round": np.full(m, round_), "client_id": timing.client_ids, "executor_rank": rank_of,
+            "status": [STATUS_AGGREGATED if a else STATUS_STRAGGLER for a in timing.aggregated],
+            "compute_s": timing.compute_s, "communication_s": timing.communication_s,
+            "completion_s": timing.completion_s, "num_examples": self._sizes[timing.client_ids],
+            "train_loss": loss_c, "train_wall_s": wall_c, "train_cpu_s": cpu_c,
+        })
+        n_agg = int(timing.aggregated.sum())
+        rounds_tab.append({
+            "round": round_, "virtual_time_s": timing.end_s, "round_duration_s": timing.end_s - timing.start_s,
+            "wall_time_s": wall, "round_wall_s": round_wall, "test_accuracy": acc, "test_loss": loss,
+            "train_loss": train_loss, "online": timing.online, "selected": m, "participants": n_agg,
+            "stragglers": m - n_agg,
+        })
+
+    def _gather_rank_stats(self, results) -> None:
+        role = ("aggregator+executor" if self.size == 1 else "aggregator") if self.rank == 0 else "executor"
+        mine = (self.rank, socket.gethostname(), role,
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, self._trained, self._train_wall)
+        sleep_barrier(self.comm)
+        rows = self.comm.gather(mine, root=0)
+        if self.rank == 0 and results:
+            cols = list(zip(*rows))
+            results.table("ranks", RANK_COLUMNS, "one row per MPI rank, at the end of the run").append(
+                {c.name: list(v) for c, v in zip(RANK_COLUMNS, cols)})

@@ -1,0 +1,30 @@
+"""Multi-layer perceptron (or logistic regression) for flat feature vectors."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["MLP"]
+
+
+class MLP(nn.Module):
+    """``in_features -> hidden (ReLU) -> num_classes``; logistic regression when ``hidden == 0``.
+
+    Input float32 of shape (B, in_features); output logits of shape (B, num_classes).
+    """
+
+    def __init__(self, in_features: int, hidden: int, num_classes: int) -> None:
+        super().__init__()
+        if hidden:
+            self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+        else:
+            self.net = nn.Linear(in_features, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    @staticmethod
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy."""
+        return nn.functional.cross_entropy(logits, targets)
