@@ -7,13 +7,13 @@ See :mod:`hpcbench.collectives.api` (collectives), :mod:`hpcbench.collectives.pr
 from hpcbench.collectives.api import (CROSSOVER, allgather, allreduce, bcast, choose_algorithm,
                                       iallgather, iallreduce, ibcast, ireduce_scatter,
                                       reduce_scatter)
-from hpcbench.collectives.averaging import pair_average, pair_schedule, sma_average
+from hpcbench.collectives.averaging import ipair_average, pair_average, pair_schedule, sma_average
 from hpcbench.collectives.progress import Request, progress_mode
 from hpcbench.collectives.transport import P2PRequest, Transport
 
 __all__ = ["CROSSOVER", "P2PRequest", "Request", "Transport", "allgather", "allreduce", "bcast",
            "choose_algorithm", "iallgather", "iallreduce", "ibcast", "ireduce_scatter",
-           "pair_average", "pair_schedule", "progress_mode", "reduce_scatter", "sma_average",
+           "ipair_average", "pair_average", "pair_schedule", "progress_mode", "reduce_scatter", "sma_average",
            "algorithm_names"]
 
 

@@ -65,7 +65,12 @@ class ErrorFeedback(Memory):
         self.residuals: dict[str, torch.Tensor] = {}
 
     def compensate(self, tensor: torch.Tensor, name: str) -> torch.Tensor:
-        """``acc = tensor + e`` (a new tensor; ``tensor`` is not modified).
+        """``acc = tensor + e``, computed in place in the residual's buffer.
+
+        The returned tensor *is* the memory's buffer (no allocation: first-touch
+        page faults dominate on large gradients); it stays valid until
+        :meth:`update`, which turns it into the next residual. ``tensor`` is
+        not modified. (``e + x`` and ``x + e`` round identically.)
 
         Raises
         ------
@@ -78,7 +83,7 @@ class ErrorFeedback(Memory):
         if e.shape != tensor.shape or e.dtype != tensor.dtype:
             raise ValueError(f"tensor {name!r}: shape/dtype {tuple(tensor.shape)}/{tensor.dtype} "
                              f"differs from its residual's {tuple(e.shape)}/{e.dtype}")
-        return tensor.detach() + e
+        return e.add_(tensor.detach())
 
     def update(self, acc: torch.Tensor, name: str, compressor: Compressor, payload: Payload,
                ctx: Context) -> None:

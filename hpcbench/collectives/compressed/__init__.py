@@ -39,7 +39,15 @@ __all__ = ["compressed_allreduce", "icompressed_allreduce", "dense_allreduce", "
 ALGORITHMS = ("auto", "allgather", "ring")
 
 
-def _gen(tensor, name, compressor, memory, tr, tag, algorithm):
+def _gen(tensor, name, compressor, memory, tr, tag, algorithm, out=None):
+    result = yield from _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out)
+    if out is None or result.data_ptr() == out.data_ptr():
+        return result
+    out.copy_(result)
+    return out
+
+
+def _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out=None):
     if compressor.kind == "lowrank":
         acc = memory.compensate(tensor, name)
         out = yield from powersgd_gen(tr, tag, acc, name, compressor, memory)
@@ -56,7 +64,7 @@ def _gen(tensor, name, compressor, memory, tr, tag, algorithm):
     elif compressor.kind == "sparse" and algorithm == "ring":
         out = yield from sparse_ring_gen(tr, tag, payload, ctx)
     elif compressor.kind == "sparse":
-        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size)
+        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out)
     else:
         out = yield from quantized_allgather_gen(tr, tag, payload, ctx, compressor)
     return out.view(tensor.shape)
@@ -64,7 +72,8 @@ def _gen(tensor, name, compressor, memory, tr, tag, algorithm):
 
 def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compressor,
                           memory: Memory | None = None, transport: Transport | None = None,
-                          comm: MPI.Comm | None = None, algorithm: str = "auto") -> CompressedRequest:
+                          comm: MPI.Comm | None = None, algorithm: str = "auto",
+                          out: torch.Tensor | None = None) -> CompressedRequest:
     """Start a compressed allreduce (sum); returns a request whose ``wait()`` gives the result.
 
     Parameters
@@ -83,6 +92,8 @@ def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compresso
         Used when ``transport`` is omitted (default ``COMM_WORLD``).
     algorithm : {"auto", "allgather", "ring"}
         Sparse communicator choice (``auto`` = ``allgather``); ignored for other kinds.
+    out : torch.Tensor, optional
+        Where to write the result (same shape and dtype as ``tensor``).
 
     Returns
     -------
@@ -101,15 +112,19 @@ def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compresso
     if not isinstance(compressor, Compressor):
         raise TypeError(f"compressor must be a Compressor, got {type(compressor).__name__}")
     tr = get_transport(transport, comm)
+    if out is not None and (out.shape != tensor.shape or out.dtype != tensor.dtype):
+        raise ValueError("out must have the shape and dtype of tensor")
     return CompressedRequest(_gen(tensor, name, compressor, memory or NoMemory(), tr, next_tag(tr),
-                                  algorithm))
+                                  algorithm, out))
 
 
 def compressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compressor,
                          memory: Memory | None = None, transport: Transport | None = None,
-                         comm: MPI.Comm | None = None, algorithm: str = "auto") -> torch.Tensor:
+                         comm: MPI.Comm | None = None, algorithm: str = "auto",
+                         out: torch.Tensor | None = None) -> torch.Tensor:
     """Blocking form of :func:`icompressed_allreduce`; returns the summed tensor."""
-    return icompressed_allreduce(tensor, name, compressor, memory, transport, comm, algorithm).wait()
+    return icompressed_allreduce(tensor, name, compressor, memory, transport, comm, algorithm,
+                                 out).wait()
 
 
 def idense_allreduce(tensor: torch.Tensor, transport: Transport | None = None,

@@ -12,7 +12,7 @@ from hpcbench.collectives.transport import Transport
 __all__ = ["sparse_allgather_gen", "sparse_ring_gen", "shared_sparse_gen"]
 
 
-def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool):
+def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool, out=None):
     """Generator: allgather every rank's ``(indices, values)``, scatter-add into a dense sum.
 
     Variable sizes are exchanged first (one int64 pair per rank) unless the
@@ -29,7 +29,10 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
     parts = [unpack(b, ss, payload) for b, ss in zip(blocks, all_sizes)]
     idx = torch.cat([p[0].long() for p in parts])
     vals = torch.cat([p[1] for p in parts]).to(ctx.dtype)
-    out = torch.zeros(ctx.numel, dtype=ctx.dtype)
+    if out is None:
+        out = torch.zeros(ctx.numel, dtype=ctx.dtype)
+    else:
+        out = out.view(-1).zero_()
     if idx.numel():
         out.index_add_(0, idx, vals)
     return out

@@ -1,0 +1,216 @@
+"""Custom collectives against MPI's own, at any world size (run under mpiexec -n 1..4)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+
+import hpcbench.collectives as hc
+from hpcbench.collectives.algorithms import names
+
+ALGS = names()
+COUNTS = [0, 1, 3, 7, 2501]
+DTYPES = ["float32", "float64", "bfloat16", "int64"]
+OPS = ["sum", "avg", "max", "min"]
+MPI_OP = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+
+
+def _data(comm, count, dtype, seed=0):
+    rng = np.random.default_rng([seed, comm.rank, count])
+    if dtype == "int64":
+        return rng.integers(-1000, 1000, count).astype(np.int64)
+    v = rng.standard_normal(count) * 10
+    if dtype == "bfloat16":
+        return torch.from_numpy(v).to(torch.bfloat16)
+    return v.astype(dtype)
+
+
+def _reference(comm, x, op):
+    x64 = x.to(torch.float64).numpy() if isinstance(x, torch.Tensor) else x
+    ref = np.empty_like(x64)
+    comm.Allreduce(x64, ref, op=MPI_OP[op])
+    if op == "avg":
+        ref = ref // comm.size if ref.dtype == np.int64 else ref / comm.size
+    return ref
+
+
+def _check(y, ref, dtype, op, n):
+    got = y.to(torch.float64).numpy() if isinstance(y, torch.Tensor) else y
+    if dtype == "int64" or op in ("max", "min"):
+        if dtype == "bfloat16":  # max/min of bf16 values is exact in float64
+            np.testing.assert_array_equal(got, ref)
+        else:
+            np.testing.assert_array_equal(got, ref.astype(got.dtype))
+        return
+    # reassociation error: n roundings of partial sums of magnitude <= sum |x|
+    eps = {"float32": 2 ** -23, "float64": 2 ** -52, "bfloat16": 2 ** -7}[dtype]
+    scale = np.abs(ref) + 10 * 4 * n
+    np.testing.assert_array_less(np.abs(got - ref), 4 * n * eps * scale + 1e-300)
+
+
+def _bytes_equal_everywhere(comm, y):
+    raw = (y.view(torch.int16).numpy() if y.dtype == torch.bfloat16 else y.numpy()) \
+        if isinstance(y, torch.Tensor) else y
+    b = raw.tobytes()
+    allb = comm.allgather(b)
+    return all(o == allb[0] for o in allb)
+
+
+@pytest.mark.parametrize("alg", ALGS)
+def test_allreduce_all_cases(comm, alg):
+    n = comm.size
+    for count in COUNTS + [n - 1 if n > 1 else 0, 2 * n + 1]:
+        for dtype in DTYPES:
+            for op in OPS:
+                x = _data(comm, count, dtype)
+                ref = _reference(comm, x, op)
+                y = hc.allreduce(x, op=op, algorithm=alg, comm=comm, local_size=2)
+                _check(y, ref, dtype, op, n)
+                # in place gives the same bytes
+                z = x.clone() if isinstance(x, torch.Tensor) else x.copy()
+                out = hc.allreduce(z, z, op=op, algorithm=alg, comm=comm, local_size=2)
+                assert out is z
+                assert _bytes_equal_everywhere(comm, z) or alg == "recursive_doubling"
+                if isinstance(z, torch.Tensor):
+                    assert torch.equal(z, y)
+                else:
+                    np.testing.assert_array_equal(z, y)
+
+
+@pytest.mark.parametrize("alg", [a for a in ALGS if a != "recursive_doubling"] + ["auto"])
+def test_deterministic_bitwise(comm, alg):
+    for count in (5, 3001):
+        for dtype in ("float32", "bfloat16", "float64"):
+            x = _data(comm, count, dtype, seed=7)
+            y = hc.allreduce(x, op="avg", algorithm=alg, deterministic=True, comm=comm)
+            assert _bytes_equal_everywhere(comm, y)
+            y2 = hc.allreduce(x, op="avg", algorithm=alg, deterministic=True, comm=comm)
+            assert _bytes_equal_everywhere(comm, y2) and bytes(np.asarray(
+                y.view(torch.int16) if isinstance(y, torch.Tensor) else y)) == bytes(
+                np.asarray(y2.view(torch.int16) if isinstance(y2, torch.Tensor) else y2))
+
+
+def test_ring_many_segments(comm, monkeypatch):
+    from hpcbench.collectives.algorithms import ring
+    monkeypatch.setattr(ring, "SEGMENT_BYTES", 64)
+    x = _data(comm, 1000, "float64")
+    ref = _reference(comm, x, "sum")
+    for out in (None, x.copy()):
+        y = hc.allreduce(x if out is None else out, out, algorithm="ring", comm=comm)
+        _check(y, ref, "float64", "sum", comm.size)
+
+
+def test_reduce_scatter_allgather_bcast(comm):
+    n, r = comm.size, comm.rank
+    for count in (0, 1, n + 1, 1001):
+        for dtype in ("float64", "int64", "bfloat16"):
+            x = _data(comm, count, dtype)
+            ref = _reference(comm, x, "sum")
+            q, rem = divmod(count, n)
+            lo = r * q + min(r, rem)
+            hi = lo + q + (1 if r < rem else 0)
+            y = hc.reduce_scatter(x, op="sum", comm=comm)
+            assert y.shape[0] == hi - lo
+            _check(y, ref[lo:hi], dtype, "sum", n)
+            g = hc.allgather(x, comm=comm)
+            assert tuple(g.shape) == (n, count)
+            want = comm.allgather(x.to(torch.float64).numpy() if isinstance(x, torch.Tensor)
+                                  else x)
+            for i in range(n):
+                gi = g[i].to(torch.float64).numpy() if isinstance(g, torch.Tensor) else g[i]
+                np.testing.assert_array_equal(gi, np.asarray(want[i], dtype=gi.dtype))
+            for root in {0, n - 1}:
+                b = x.clone() if isinstance(x, torch.Tensor) else x.copy()
+                hc.bcast(b, root, comm=comm)
+                rootdata = comm.bcast(x if r == root else None, root=root)
+                if isinstance(b, torch.Tensor):
+                    assert torch.equal(b, rootdata)
+                else:
+                    np.testing.assert_array_equal(b, rootdata)
+
+
+def test_requests_out_of_order_and_named(comm):
+    n = comm.size
+    xs = [np.full(500 + 37 * i, float(comm.rank + i)) for i in range(12)]
+    reqs = [hc.iallreduce(x, algorithm=["ring", "tree", "star", "rabenseifner"][i % 4],
+                          comm=comm, name=f"grad{i}") for i, x in enumerate(xs)]
+    rs = hc.ireduce_scatter(np.ones(10 * n), comm=comm, name="rs")
+    ag = hc.iallgather(np.full(3, float(comm.rank)), comm=comm, name="ag")
+    bc = hc.ibcast(np.full(4, float(comm.rank)), 0, comm=comm, name="bc")
+    # wait in reverse order
+    for i in reversed(range(len(reqs))):
+        y = reqs[i].wait()
+        np.testing.assert_allclose(y, n * i + n * (n - 1) / 2)
+        assert reqs[i].test()
+    assert bc.wait()[0] == 0.0
+    np.testing.assert_array_equal(ag.wait().reshape(n, 3)[:, 0], np.arange(n))
+    np.testing.assert_array_equal(rs.wait(), np.full(10, float(n)))
+    # waitall, and a second round reusing the names
+    reqs = [hc.iallreduce(x, comm=comm, name=f"grad{i}") for i, x in enumerate(xs)]
+    outs = hc.Request.waitall(reqs)
+    for i, y in enumerate(outs):
+        np.testing.assert_allclose(y, n * i + n * (n - 1) / 2)
+
+
+def test_overlap_makes_progress_while_computing(comm):
+    """Loose check: after enough compute, wait() returns fast relative to comm alone."""
+    n = comm.size
+    x = np.ones(1 << 20, dtype=np.float32)
+    out = np.empty_like(x)
+    t0 = time.perf_counter()
+    hc.allreduce(x, out, algorithm="ring", comm=comm)
+    t_comm = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    req = hc.iallreduce(x, out, algorithm="ring", comm=comm, name="overlap")
+    deadline = time.perf_counter() + max(0.5, 20 * t_comm)
+    while not req.test() and time.perf_counter() < deadline:
+        a = torch.ones(128, 128)
+        for _ in range(20):
+            a = torch.mm(a, a) * 1e-3     # compute without calling into MPI
+    done = req.test()
+    req.wait()
+    np.testing.assert_allclose(out, n)
+    if hc.progress_mode() == "thread" and n > 1:
+        assert comm.allreduce(done, op=MPI.LAND)
+
+
+def test_pair_average_and_sma(comm):
+    n, r = comm.size, comm.rank
+    for step in range(3):
+        partner = hc.pair_schedule(step, n, seed=5)
+        assert all(partner[partner[i]] == i for i in range(n))
+        p = np.full(100, float(r), dtype=np.float64)
+        peer = hc.pair_average(p, step, seed=5, comm=comm)
+        assert peer == partner[r]
+        np.testing.assert_allclose(p, (r + peer) / 2)
+        t = torch.full((64,), float(r), dtype=torch.bfloat16)
+        req = hc.ipair_average(t, step, seed=5, comm=comm, name="pa")
+        req.wait()
+        assert torch.allclose(t.float(), torch.full((64,), (r + peer) / 2), atol=0.05)
+    m = torch.arange(50, dtype=torch.float32) * (r + 1)
+    hc.sma_average(m, comm=comm)
+    assert torch.allclose(m, torch.arange(50, dtype=torch.float32) * (n + 1) / 2)
+    assert _bytes_equal_everywhere(comm, m)
+
+
+def test_bad_arguments(comm):
+    x = np.ones(4)
+    with pytest.raises(ValueError, match="op"):
+        hc.allreduce(x, op="prod", comm=comm)
+    with pytest.raises(ValueError, match="algorithm"):
+        hc.allreduce(x, algorithm="nope", comm=comm)
+    with pytest.raises(TypeError, match="x"):
+        hc.allreduce([1.0, 2.0], comm=comm)
+    with pytest.raises(TypeError, match="dtype"):
+        hc.allreduce(np.ones(3, dtype=np.int8), comm=comm)
+    with pytest.raises(ValueError, match="out"):
+        hc.allreduce(x, np.ones(5), comm=comm)
+    with pytest.raises(TypeError, match="out"):
+        hc.allreduce(x, np.ones(4, dtype=np.float32), comm=comm)
+    with pytest.raises(ValueError, match="root"):
+        hc.bcast(x, comm.size, comm=comm)
+    with pytest.raises(ValueError, match="deterministic"):
+        hc.allreduce(x, algorithm="recursive_doubling", deterministic=True, comm=comm)

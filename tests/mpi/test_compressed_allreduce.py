@@ -1,0 +1,135 @@
+"""Compressed allreduce == dense sum of each rank's decompressed contribution (any world size)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from hpcbench.collectives.compressed import (compressed_allreduce, dense_allreduce,
+                                             icompressed_allreduce)
+from hpcbench.collectives.linkmodel import BandwidthTrace, LinkTransport
+from hpcbench.compress import ErrorFeedback, create, names
+
+SIZES = [0, 1, 7, 1000]
+
+
+def make(name, rank):
+    kw = {"seed": rank} if name in ("qsgd", "terngrad") else {}
+    if name == "threshold":
+        kw["threshold"] = 1.0
+    return create(name, **kw)
+
+
+def local_contribution(c, x, name):
+    """What this rank contributes: decompress(compress(x)) with a twin compressor."""
+    payload, ctx = c.compress(x, name)
+    return c.decompress(payload, ctx)
+
+
+@pytest.mark.parametrize("name", [n for n in names() if n != "powersgd"])
+def test_equals_dense_sum_of_contributions(comm, name):
+    for n in SIZES:
+        for alg in (("allgather", "ring") if name in ("topk", "threshold", "thresholdv", "dgc")
+                    else ("auto",)):
+            torch.manual_seed(1000 * comm.rank + n)
+            x = torch.randn(n)
+            twin, real = make(name, comm.rank), make(name, comm.rank)
+            mine = local_contribution(twin, x, f"t{n}")
+            expect = torch.from_numpy(comm.allreduce(mine.numpy().astype(np.float64)))
+            got = compressed_allreduce(x, f"t{n}", real, comm=comm, algorithm=alg)
+            assert got.shape == x.shape and got.dtype == x.dtype
+            assert torch.allclose(got.double(), expect, atol=1e-5, rtol=1e-5), (name, n, alg)
+
+
+def test_powersgd_equals_projection_of_sum(comm):
+    torch.manual_seed(comm.rank)
+    for shape in [(0, 4), (1, 3), (6, 5), (40, 30)]:
+        x = torch.randn(shape, dtype=torch.float64)
+        c = create("powersgd", rank=2)
+        got = compressed_allreduce(x, "w", c, comm=comm)
+        total = torch.from_numpy(comm.allreduce(x.numpy()))
+        if c.q_memory.get("w") is None:   # dense path
+            assert torch.allclose(got, total)
+            continue
+        # all ranks share P_hat: result = P_hat P_hat^T sum(M)
+        q = c.q_memory["w"]
+        p_hat = torch.linalg.qr(got @ torch.linalg.pinv(q.T)).Q if False else None
+        proj = got  # result lies in span(P_hat) and equals P_hat P_hat^T total
+        u, s, _ = torch.linalg.svd(proj, full_matrices=False)
+        basis = u[:, :2]
+        assert torch.allclose(basis @ basis.T @ total, got, atol=1e-8)
+
+
+def test_nonblocking_forms_overlap(comm):
+    torch.manual_seed(comm.rank)
+    xs = [torch.randn(500) for _ in range(3)]
+    cs = [create("topk"), create("qsgd", seed=comm.rank), create("none")]
+    twins = [create("topk"), create("qsgd", seed=comm.rank), create("none")]
+    reqs = [icompressed_allreduce(x, f"x{i}", c, comm=comm) for i, (x, c) in enumerate(zip(xs, cs))]
+    for _ in range(3):
+        [r.test() for r in reqs]
+    for i, (r, x, t) in enumerate(zip(reqs, xs, twins)):
+        got = r.wait()
+        expect = comm.allreduce(local_contribution(t, x, f"x{i}").numpy().astype(np.float64))
+        assert np.allclose(got.numpy(), expect, atol=1e-5)
+        assert r.test()
+
+
+def test_error_feedback_through_collective(comm):
+    torch.manual_seed(comm.rank)
+    mem, c = ErrorFeedback(), create("thresholdv", compress_ratio=0.1)
+    total_in = torch.zeros(200)
+    total_out = torch.zeros(200)
+    for step in range(5):
+        x = torch.randn(200)
+        total_in += torch.from_numpy(comm.allreduce(x.numpy()))
+        total_out += compressed_allreduce(x, "g", c, mem, comm=comm)
+    residual = torch.from_numpy(comm.allreduce(mem.residuals["g"].numpy()))
+    assert torch.allclose(total_out + residual, total_in, atol=1e-4)
+
+
+def test_linkmodel_delays_and_counts_bytes(comm):
+    if comm.size == 1:
+        pytest.skip("needs two ranks")
+    tr = LinkTransport(comm, alpha=0.01, beta="10Mbit")
+    nbytes = 50_000  # 0.04 s at 10 Mbit/s + 0.01 s latency
+    buf = np.full(nbytes, comm.rank, np.uint8)
+    rbuf = np.empty(nbytes, np.uint8)
+    comm.Barrier()
+    t0 = time.monotonic()
+    if comm.rank == 0:
+        tr.isend(buf, 1, 5).wait()
+        tr.isend(buf, 1, 5).wait()
+    elif comm.rank == 1:
+        tr.irecv(rbuf, 0, 5).wait()
+        t1 = time.monotonic() - t0
+        tr.irecv(rbuf, 0, 5).wait()
+        t2 = time.monotonic() - t0
+        assert 0.05 <= t1 < 0.05 + 0.05, t1
+        assert 0.09 <= t2 < 0.09 + 0.05, t2   # serialised link: second waits for the first
+        assert np.all(rbuf == 0)
+    assert tr.bytes_sent == (2 * nbytes if comm.rank == 0 else 0)
+    assert tr.messages_sent == (2 if comm.rank == 0 else 0)
+    # a collective through the link counts exactly what the ring sends
+    tr2 = LinkTransport(comm, alpha=0.0, beta="10Gbit")
+    x = torch.ones(4000)
+    out = dense_allreduce(x, transport=tr2)
+    assert torch.allclose(out, torch.full((4000,), float(comm.size)))
+    bounds = np.linspace(0, 4000, comm.size + 1).astype(int)
+    seg = np.diff(bounds) * 4
+    r, P = comm.rank, comm.size
+    expect = sum(seg[(r - s) % P] for s in range(P - 1)) + sum(seg[(r + 1 - s) % P] for s in range(P - 1))
+    assert tr2.bytes_sent == expect
+    tr.free()
+    tr2.free()
+
+
+def test_bandwidth_trace_replay():
+    tr = BandwidthTrace([8e6, 16e6], interval_s=0.5)   # 1 MB/s then 2 MB/s
+    assert tr.transfer_time(8e6 * 0.5, 0.0) == pytest.approx(0.5)
+    assert tr.transfer_time(8e6 * 0.5 + 16e6 * 0.25, 0.0) == pytest.approx(0.75)
+    assert tr.transfer_time(2 * (8e6 * 0.5 + 16e6 * 0.5), 0.0) == pytest.approx(2.0)
+    assert tr.rate_at(0.7) == 16e6 and tr.rate_at(1.2) == 8e6
