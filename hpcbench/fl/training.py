@@ -66,7 +66,8 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
     wall0, cpu0 = time.perf_counter(), time.process_time()
     load_flat_parameters(model, global_flat)
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=momentum)
+    params = [p for p in model.parameters() if p.requires_grad]
+    velocity = [torch.zeros_like(p) for p in params] if momentum else None
     n = shard.num_examples
     bs = min(batch_size, n)
     perm = torch.randperm(n, generator=generator)
@@ -78,14 +79,31 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
             pos = 0
         x, y = shard.batch(perm[pos:pos + bs])
         pos += bs
-        opt.zero_grad(set_to_none=True)
+        for p in params:
+            p.grad = None
         loss = model.loss(model(x), y)
         loss.backward()
-        opt.step()
+        _sgd_step(params, velocity, learning_rate, momentum)
         total += float(loss.detach())
     with torch.no_grad():
         delta = (torch.nn.utils.parameters_to_vector(model.parameters()) - global_flat).numpy().copy()
     return LocalResult(delta, n, total / local_steps, time.perf_counter() - wall0, time.process_time() - cpu0)
+
+
+@torch.no_grad()
+def _sgd_step(params, velocity, lr: float, momentum: float) -> None:
+    """In-place SGD, ``v <- momentum * v + g; p <- p - lr * v`` (plain ``p -= lr * g`` without momentum).
+
+    The same update as ``torch.optim.SGD`` (no dampening, no weight decay),
+    without constructing an optimizer per client.
+    """
+    if velocity is None:
+        for p in params:
+            p.add_(p.grad, alpha=-lr)
+        return
+    for p, v in zip(params, velocity):
+        v.mul_(momentum).add_(p.grad)
+        p.add_(v, alpha=-lr)
 
 
 @torch.no_grad()

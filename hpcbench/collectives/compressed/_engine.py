@@ -9,7 +9,6 @@ requests it must wait for; its return value is the result. A
 
 from __future__ import annotations
 
-import weakref
 from typing import Generator, Sequence
 
 import numpy as np
@@ -25,7 +24,7 @@ __all__ = ["CompressedRequest", "next_tag", "get_transport", "ring_allgatherv", 
 _TAG_BASE = 1 << 24
 _TAG_SLOTS = 1 << 16
 _TAG_STRIDE = 8
-_seq: "weakref.WeakKeyDictionary[Transport, int]" = weakref.WeakKeyDictionary()
+_seq: dict[int, int] = {}
 
 
 def get_transport(transport: Transport | None, comm: MPI.Comm | None) -> Transport:
@@ -38,11 +37,14 @@ def get_transport(transport: Transport | None, comm: MPI.Comm | None) -> Transpo
 def next_tag(tr: Transport) -> int:
     """Base tag of the next compressed collective on ``tr`` (same sequence on every rank).
 
-    Every rank must start collectives on one transport in the same order;
-    each call owns ``_TAG_STRIDE`` consecutive tags.
+    Counted per communicator (its Fortran handle), so transports built on
+    the same communicator never reuse a live tag. Every rank must start
+    compressed collectives on one communicator in the same order; each call
+    owns ``_TAG_STRIDE`` consecutive tags.
     """
-    s = _seq.get(tr, 0)
-    _seq[tr] = s + 1
+    key = tr.comm.py2f()
+    s = _seq.get(key, 0)
+    _seq[key] = s + 1
     return _TAG_BASE + (s % _TAG_SLOTS) * _TAG_STRIDE
 
 
