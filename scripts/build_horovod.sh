@@ -108,9 +108,10 @@ elif [[ -x "$MPI_BIN/ompi_info" ]]; then
 else
     MPI_ID="$("$MPIEXEC" --version 2>&1 | head -n1)"
 fi
-# The horovod library records the MPI library location, so the prefix is
-# part of the key too.
-MPI_HASH="$(printf '%s' "$MPI_HOME" | sha256sum | cut -c1-8)"
+# The built library has an absolute RUNPATH to the MPI and torch lib dirs,
+# so those locations are part of the key too.
+TORCH_LIB="$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
+MPI_HASH="$(printf '%s\n%s' "$MPI_HOME" "$TORCH_LIB" | sha256sum | cut -c1-8)"
 log "MPI:    $MPI_ID at $MPI_HOME (mpicc: $MPICC)"
 
 # --------------------------------------------------------------------------
@@ -140,7 +141,7 @@ hvd.shutdown()
 print("rank %d/%d: allreduce sum=%g avg=%g OK" % (r, n, s[0].item(), a[0].item()), flush=True)
 '
 
-import_ok() { "$PY" -c "$IMPORT_CHECK" 2>/dev/null; }
+import_ok() { "$PY" -c "$IMPORT_CHECK" >/dev/null 2>&1; }
 
 verify() {
     log "verify: import horovod.torch"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import zlib
 from typing import Any
 
@@ -197,6 +198,8 @@ class Context:
         self._counters: dict[str, int] = {}
         self._lock = threading.Lock()
         self._pool: list[np.ndarray] = []
+        #: scratch arrays of the small-message fast path, by (dtype char, count)
+        self.fast_scratch: dict[tuple, np.ndarray] = {}
         self._groups: list[list[int]] | None = None
         try:
             tag_ub = comm.Get_attr(MPI.TAG_UB)
@@ -280,8 +283,25 @@ def run_inline(gen, backoff: Backoff | None = None) -> None:
         for r in reqs:
             if not r.test():
                 while not r.test():
-                    bo.pause()
+                    t = modelled_wake(r)
+                    if t is not None:       # only modelled wire time left: sleep it out
+                        time.sleep(max(0.0, t - time.monotonic()))
+                    else:
+                        bo.pause()
                 bo.reset()
+
+
+def modelled_wake(req) -> float | None:
+    """``time.monotonic()`` at which pending ``req`` completes, when only modelled link time
+    is left (a link-model request whose MPI messages are done); None otherwise.
+
+    Plain MPI requests return None (they need polling to progress). Call after a
+    ``test()`` that returned False.
+    """
+    t = getattr(req, "ready_at", None)
+    if t is None or getattr(req, "_reqs", True):
+        return None
+    return t
 
 
 def waitable(reqs: list[P2PRequest]) -> list[P2PRequest]:

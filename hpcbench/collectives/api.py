@@ -19,11 +19,14 @@ them; different outstanding operations have different tags and never mix.
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 from mpi4py import MPI
 
 from hpcbench.collectives import algorithms as _alg
-from hpcbench.collectives._core import (OPS, as_work, context_for, empty_like, partition,
-                                        reducer, run_inline, scratch_view)
+from hpcbench.collectives._core import (OPS, SPIN, as_work, context_for, empty_like,
+                                        partition, reducer, run_inline, scratch_view)
 from hpcbench.collectives.algorithms._shapes import tree_bcast
 from hpcbench.collectives.algorithms.ring import ring_phases
 from hpcbench.collectives.progress import Request, submit
@@ -175,10 +178,122 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
         non-contiguous ``out``, a non-CPU tensor, a non-deterministic
         algorithm with ``deterministic=True``.
     """
+    if (algorithm == "auto" or algorithm == "recursive_doubling") and not deterministic \
+            and type(x) is np.ndarray:
+        result = _fast_allreduce(x, out, op, comm, transport, name)
+        if result is not None:
+            return result
     gen, result = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name,
                                  local_size)
     run_inline(gen)
     return result
+
+
+# -- small-message fast path --------------------------------------------------------------
+
+#: polls made back to back by the fast path before it starts to sleep
+FAST_SPIN = 4 * SPIN
+_FAST_UFUNC = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}
+_FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
+
+
+def _fast_wait(req, test) -> None:
+    """Complete ``req``: ``FAST_SPIN`` polls of ``test()``, then sleeps 10 us .. 1 ms."""
+    spins = FAST_SPIN
+    while not test():
+        if spins:
+            spins -= 1
+            continue
+        pause = 1e-5
+        while not test():
+            time.sleep(pause)
+            if pause < 1e-3:
+                pause *= 2.0
+        return
+
+
+def _fast_allreduce(x, out, op, comm, transport, name):
+    """Recursive doubling for small numpy buffers on a power-of-two world, without the
+    generator machinery; ``None`` when the call does not qualify (general path then).
+
+    Same tag, same message order and the same reduction expressions (lower rank's
+    operand first) as ``recursive_doubling``, so results are bitwise identical to it.
+    One cached scratch array per (communicator, dtype, count); with the plain
+    :class:`Transport` the ``Isend``/``Irecv`` pair goes straight to MPI (counters
+    kept), any other transport (a link model) gets ``isend``/``irecv`` calls.
+    """
+    dt = x.dtype
+    if dt not in _FAST_DTYPES or not x.flags.c_contiguous or x.nbytes >= CROSSOVER["small"]:
+        return None
+    uf = _FAST_UFUNC.get(op)
+    if uf is None:
+        return None
+    if out is None:
+        dst = np.empty_like(x, order="C")
+    elif out is x:
+        if not x.flags.writeable:
+            return None
+        dst = x
+    elif (type(out) is np.ndarray and out.dtype == dt and out.size == x.size
+          and out.flags.c_contiguous and out.flags.writeable):
+        dst = out
+    else:
+        return None
+    if transport is None:
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        elif not isinstance(comm, MPI.Comm):
+            return None
+        ctx = context_for(comm)
+        tr = ctx.transport
+    elif isinstance(transport, Transport) and (comm is None or comm == transport.comm):
+        tr = transport
+        ctx = context_for(tr.comm)
+    else:
+        return None
+    c = tr.comm
+    n = c.Get_size()
+    if n & (n - 1) or x.size == 0:     # non-powers of two fold first: general path
+        return None
+    tag = ctx.tag(name)
+    flat = dst.reshape(-1)
+    if dst is not x:
+        flat[...] = x.reshape(-1)
+    if n > 1:
+        r = c.Get_rank()
+        key = (dt.char, x.size)
+        tmp = ctx.fast_scratch.pop(key, None)
+        if tmp is None:
+            tmp = np.empty(x.size, dtype=dt)
+        direct = type(tr) is Transport
+        try:
+            d = 1
+            while d < n:
+                peer = r ^ d
+                if direct:
+                    rq = c.Irecv(tmp, source=peer, tag=tag)
+                    sq = c.Isend(flat, dest=peer, tag=tag)
+                    tr.bytes_sent += flat.nbytes
+                    tr.messages_sent += 1
+                else:
+                    rq = tr.irecv(tmp, peer, tag)
+                    sq = tr.isend(flat, peer, tag)
+                _fast_wait(rq, rq.Test if direct else rq.test)
+                _fast_wait(sq, sq.Test if direct else sq.test)
+                if r & d:
+                    uf(tmp, flat, out=flat)
+                else:
+                    uf(flat, tmp, out=flat)
+                d <<= 1
+        finally:
+            if len(ctx.fast_scratch) < 16:
+                ctx.fast_scratch[key] = tmp
+    if op == "avg" and n > 1:
+        if dt.kind == "i":
+            np.floor_divide(flat, n, out=flat)
+        else:
+            np.divide(flat, n, out=flat)
+    return dst
 
 
 def iallreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",

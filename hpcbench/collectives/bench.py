@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timed iterations at the smallest size (shrinks with size, >= 5)")
     p.add_argument("--overlap", action="store_true",
                    help="measure the share of iallreduce time hidden behind matmuls")
+    p.add_argument("--link", default=None, metavar="RATE",
+                   help="run the custom algorithms over the link-model transport "
+                        "(hpcbench.collectives.linkmodel) at this bandwidth, e.g. 1Gbit, "
+                        "10Gbit; mpi/gloo/horovod still use the real (shared-memory) path")
+    p.add_argument("--link-alpha", type=float, default=0.0, metavar="SECONDS",
+                   help="per-message latency of the modelled link (default 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default=None,
                    help="HDF5 result file (default results/collectives-<op>-<time>.h5)")
@@ -105,6 +111,17 @@ def _parse(argv):
     args = p.parse_args(argv)
     if args.stepfactor < 2:
         p.error(f"argument -f/--stepfactor: must be >= 2, got {args.stepfactor}")
+    if args.link is not None:
+        from hpcbench.collectives.linkmodel import parse_rate
+        try:
+            args.link_bps = parse_rate(args.link)
+        except ValueError as exc:
+            p.error(f"argument --link: {exc}")
+    else:
+        args.link_bps = None
+    if not (args.link_alpha >= 0 and args.link_alpha == args.link_alpha
+            and args.link_alpha != float("inf")):
+        p.error(f"argument --link-alpha: must be a finite latency >= 0 s, got {args.link_alpha}")
     if args.minbytes > args.maxbytes:
         p.error(f"argument -b/--minbytes: {args.minbytes} exceeds -e/--maxbytes {args.maxbytes}")
     allowed = custom_algorithms(args.op) + list(BASELINES)
@@ -172,6 +189,7 @@ class _Case:
     def __init__(self, impl, op, dtype, redop, count, comm, env):
         import torch
 
+        tr = env.get("link")
         self.result = None
         n, r = comm.size, comm.rank
         mpi_op = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[redop]
@@ -258,18 +276,19 @@ class _Case:
                     hvd.broadcast_(x, root_rank=0, name="bench")
         else:
             import hpcbench.collectives as hc
+            kw = {"comm": comm} if tr is None else {"transport": tr}
             if op == "allreduce":
                 def run():
-                    hc.allreduce(x, out, op=redop, algorithm=impl, comm=comm)
+                    hc.allreduce(x, out, op=redop, algorithm=impl, **kw)
             elif op == "reduce_scatter":
                 def run():
-                    hc.reduce_scatter(x, out, op=redop, comm=comm)
+                    hc.reduce_scatter(x, out, op=redop, **kw)
             elif op == "allgather":
                 def run():
-                    hc.allgather(x, out, comm=comm)
+                    hc.allgather(x, out, **kw)
             else:
                 def run():
-                    hc.bcast(x, 0, comm=comm)
+                    hc.bcast(x, 0, **kw)
         self.run = run
 
 
@@ -319,6 +338,20 @@ def _init_horovod(comm):
     if hvd.size() != comm.size:
         return None, f"horovod: world size {hvd.size()} != {comm.size}; skipping"
     return hvd, None
+
+
+def _make_link(args, comm):
+    """The link-model transport of ``--link`` (collective), or None."""
+    if args.link_bps is None:
+        return None
+    from hpcbench.collectives.linkmodel import LinkTransport
+    return LinkTransport(comm, alpha=args.link_alpha, beta=args.link_bps)
+
+
+def _link_desc(args) -> str:
+    if args.link_bps is None:
+        return "none (shared-memory MPI)"
+    return f"modelled {args.link_bps / 1e9:g} Gbit/s, alpha={args.link_alpha:g} s"
 
 
 def _iters_for(nbytes: int, iters: int, warmup: int) -> tuple[int, int]:
@@ -404,11 +437,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.dtype == "bfloat16" and "mpi" in impls:
         notes.append("mpi: MPI has no bfloat16 type; skipping")
         impls.remove("mpi")
+    env["link"] = _make_link(args, comm)
+    if env["link"] is not None:
+        notes.append(f"link: custom algorithms over {_link_desc(args)}; "
+                     f"{', '.join(i for i in impls if i in BASELINES) or 'no baseline'} "
+                     f"not modelled (vs_mpi compares modelled to real)")
     for line in notes:
         say(line)
     out_path = args.output or str(Path("results") /
                                   f"collectives-{args.op}-{start.replace(':', '')}.h5")
-    config = {k: v for k, v in vars(args).items() if k != "impls"}
+    config = {k: v for k, v in vars(args).items() if k not in ("impls", "link_bps")}
     config["impls"] = impls
     rf = table = None
     if rank == 0:
@@ -419,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     itemsize = _ITEMSIZE[args.dtype]
     fac = _busbw_factor(args.op, n)
     say(f"# hpcbench collectives: op={args.op} dtype={args.dtype} redop={args.redop} "
-        f"ranks={n} hosts={len(set(hosts))} progress={_progress()}")
+        f"ranks={n} hosts={len(set(hosts))} progress={_progress()} link={_link_desc(args)}")
     say(f"# {'size':>10} {'count':>10} {'type':>8} {'redop':>5} {'impl':>18} {'time':>10} "
         f"{'p50':>10} {'p99':>10} {'algbw':>7} {'busbw':>7} {'vs_mpi':>7} {'#wrong':>7}")
     say(f"# {'(B)':>10} {'(elems)':>10} {'':>8} {'':>5} {'':>18} {'(us)':>10} "
@@ -478,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             rf.close("failed", error=f"{type(exc).__name__}: {exc}")
         raise
     _shutdown(env)
+    if env["link"] is not None:
+        env["link"].free()
     return 0 if total_wrong == 0 else 1
 
 
@@ -497,7 +537,9 @@ def _shutdown(env) -> None:
 
 # -- overlap ------------------------------------------------------------------------------
 
-OVERLAP_COLUMNS = [("size", "int64", "B", "bytes per iallreduce"),
+OVERLAP_COLUMNS = [("transport", "str", "",
+                    "shm: real MPI (shared memory); link: link-model transport (--link)"),
+                   ("size", "int64", "B", "bytes per iallreduce"),
                    ("requests", "int64", "1", "outstanding iallreduce requests"),
                    ("t_comm", "float64", "us", "communication only (start all, wait all)"),
                    ("t_compute", "float64", "us", "compute only (matmuls)"),
@@ -507,7 +549,12 @@ OVERLAP_COLUMNS = [("size", "int64", "B", "bytes per iallreduce"),
 
 
 def _overlap_main(args, comm) -> int:
-    """``--overlap``: iallreduces outstanding during a matmul loop."""
+    """``--overlap``: iallreduces outstanding during a matmul loop.
+
+    Always measured over the real MPI path (``shm``); with ``--link`` also over
+    the link-model transport (``link``), where wire time is modelled as waiting
+    (as a NIC would move the bytes) instead of CPU copies.
+    """
     import torch
 
     import hpcbench.collectives as hc
@@ -523,6 +570,8 @@ def _overlap_main(args, comm) -> int:
     nreq = 4
     a = torch.randn(256, 256)
     b = torch.randn(256, 256)
+    link = _make_link(args, comm)
+    transports = [("shm", None)] + ([("link", link)] if link is not None else [])
 
     def compute(k):
         c = a
@@ -530,8 +579,9 @@ def _overlap_main(args, comm) -> int:
             c = torch.mm(a, b)
         return c
 
-    def comm_round(bufs, outs, work=0):
-        reqs = [hc.iallreduce(x, o, op=args.redop, algorithm="ring", comm=comm, name=f"ov{i}")
+    def comm_round(bufs, outs, tr, work=0):
+        kw = {"comm": comm} if tr is None else {"transport": tr}
+        reqs = [hc.iallreduce(x, o, op=args.redop, algorithm="ring", name=f"ov{i}", **kw)
                 for i, (x, o) in enumerate(zip(bufs, outs))]
         if work:
             compute(work)
@@ -548,42 +598,60 @@ def _overlap_main(args, comm) -> int:
 
     rf = table = None
     if rank == 0:
+        config = {k: v for k, v in vars(args).items() if k not in ("impls", "link_bps")}
         rf = ResultsFile(args.output or str(Path("results") /
                          f"collectives-overlap-{start.replace(':', '')}.h5"), "collectives",
-                         {k: v for k, v in vars(args).items()},
-                         attrs=collect(comm, hosts, args.seed, start))
+                         config, attrs=collect(comm, hosts, args.seed, start))
         table = rf.table("overlap", [Column(*c) for c in OVERLAP_COLUMNS],
                          "share of iallreduce time hidden behind compute")
     say(f"# overlap: {nreq} outstanding ring iallreduce (float32) during 256x256 matmuls, "
-        f"progress={_progress()}, torch threads=1")
-    say(f"# {'size':>10} {'reqs':>5} {'t_comm':>10} {'t_compute':>10} {'t_overlap':>10} "
-        f"{'hidden':>7}")
-    say(f"# {'(B)':>10} {'':>5} {'(us)':>10} {'(us)':>10} {'(us)':>10} {'(%)':>7}")
+        f"progress={_progress()}, torch threads=1, ranks={comm.size}, "
+        f"link={_link_desc(args)}")
+    say("# shm: real MPI over shared memory; its copies are CPU work that competes with the "
+        "matmuls for the same cores")
+    if link is not None:
+        say("# link: link-model transport; wire time is waiting (a NIC's work), only "
+            "reductions and local copies cost CPU")
+    say(f"# {'transport':>9} {'size':>10} {'reqs':>5} {'t_comm':>10} {'t_compute':>10} "
+        f"{'t_overlap':>10} {'hidden':>7}")
+    say(f"# {'':>9} {'(B)':>10} {'':>5} {'(us)':>10} {'(us)':>10} {'(us)':>10} {'(%)':>7}")
     # calibrate one matmul
+    compute(5)
     t0 = time.perf_counter()
-    compute(20)
-    per_mm = comm.allreduce((time.perf_counter() - t0) / 20, op=MPI.MAX)
-    hidden_all = []
-    for size in _sizes(max(args.minbytes, 4096), args.maxbytes, args.stepfactor):
-        count = size // 4
-        bufs = [torch.ones(count) for _ in range(nreq)]
-        outs = [torch.empty(count) for _ in range(nreq)]
-        comm_round(bufs, outs)
-        t_comm = timed(lambda: comm_round(bufs, outs))
-        k = comm.bcast(max(1, int(2.0 * t_comm * 1e-6 / per_mm)), root=0)
-        t_comp = timed(lambda: compute(k))
-        t_ov = timed(lambda: comm_round(bufs, outs, work=k))
-        hidden = 1.0 - (t_ov - t_comp) / t_comm if t_comm > 0 else float("nan")
-        hidden_all.append(hidden)
-        say(f"  {size:>10} {nreq:>5} {t_comm:>10.1f} {t_comp:>10.1f} {t_ov:>10.1f} "
-            f"{100 * hidden:>7.1f}")
-        if rank == 0:
-            table.append({"size": size, "requests": nreq, "t_comm": t_comm, "t_compute": t_comp,
-                          "t_overlap": t_ov, "hidden": hidden})
-    say(f"# mean hidden: {100 * float(np.mean(hidden_all)):.1f} %")
+    compute(50)
+    per_mm = comm.allreduce((time.perf_counter() - t0) / 50, op=MPI.MAX)
+    hidden_all = {t: [] for t, _ in transports}
+    for tname, tr in transports:
+        for size in _sizes(max(args.minbytes, 4096), args.maxbytes, args.stepfactor):
+            count = size // 4
+            bufs = [torch.ones(count) for _ in range(nreq)]
+            outs = [torch.empty(count) for _ in range(nreq)]
+            comm_round(bufs, outs, tr)
+            t_comm = timed(lambda: comm_round(bufs, outs, tr))
+            # compute meant to last 2 x t_comm: from the calibration, then corrected once
+            # from a measurement (the first calibration runs cold / under other load)
+            k = comm.bcast(max(1, int(2.0 * t_comm * 1e-6 / per_mm)), root=0)
+            t_comp = timed(lambda: compute(k))
+            if not 1.6 * t_comm <= t_comp <= 2.5 * t_comm:
+                k = comm.bcast(max(1, int(k * 2.0 * t_comm / max(t_comp, 1.0))), root=0)
+                t_comp = timed(lambda: compute(k))
+            t_ov = timed(lambda: comm_round(bufs, outs, tr, work=k))
+            hidden = 1.0 - (t_ov - t_comp) / t_comm if t_comm > 0 else float("nan")
+            hidden_all[tname].append(hidden)
+            say(f"  {tname:>9} {size:>10} {nreq:>5} {t_comm:>10.1f} {t_comp:>10.1f} "
+                f"{t_ov:>10.1f} {100 * hidden:>7.1f}")
+            if rank == 0:
+                table.append({"transport": tname, "size": size, "requests": nreq,
+                              "t_comm": t_comm, "t_compute": t_comp, "t_overlap": t_ov,
+                              "hidden": hidden})
+    for tname, hs in hidden_all.items():
+        say(f"# mean hidden ({tname}): {100 * float(np.mean(hs)):.1f} %")
     if rank == 0:
-        rf.set_attrs(mean_hidden=float(np.mean(hidden_all)))
+        rf.set_attrs(**{f"mean_hidden_{t}": float(np.mean(hs)) for t, hs in hidden_all.items()},
+                     mean_hidden=float(np.mean(hidden_all[transports[-1][0]])))
         rf.close("completed")
+    if link is not None:
+        link.free()
     return 0
 
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from hpcbench.collectives._core import SPIN
+from hpcbench.collectives._core import SPIN, modelled_wake
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["Request", "progress_mode"]
@@ -187,7 +188,33 @@ class _Engine:
                             self._owned.discard(id(r))
                 bo.reset()
             else:
-                bo.pause()
+                wake = _earliest_wake(active)
+                if wake is None:
+                    bo.pause()
+                else:
+                    # every awaited message is on a modelled link, bytes already there:
+                    # sleep until the first modelled arrival (or a new submission)
+                    delay = wake - time.monotonic()
+                    if delay > 0:
+                        with self._cv:
+                            if not self._new:
+                                self._cv.wait(min(delay, 0.05))
+
+
+def _earliest_wake(active: list[Request]) -> float | None:
+    """Earliest modelled completion time over all awaited requests, or None when any of
+    them still needs MPI polling (see :func:`~hpcbench.collectives._core.modelled_wake`)."""
+    wake = None
+    for req in active:
+        for q in req._pending:
+            if q.test():
+                return None         # something can move now
+            t = modelled_wake(q)
+            if t is None:
+                return None
+            if wake is None or t < wake:
+                wake = t
+    return wake
 
 
 _ENGINE = _Engine()

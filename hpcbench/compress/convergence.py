@@ -29,7 +29,7 @@ COMPRESSOR_KWARGS = {
     "qsgd": {"levels": 127}, "powersgd": {"rank": 2},
 }
 #: learning-rate multiplier: unscaled signs have magnitude 1 per element
-LR_SCALE = {"signsgd": 0.01, "efsignsgd": 0.5}
+LR_SCALE = {"signsgd": 0.01, "efsignsgd": 0.5, "randomk": 0.2}
 
 
 def _data(seed: int):

@@ -137,7 +137,7 @@ class ResultsFile:
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._h5 = h5py.File(self.path, "w", libver="latest")
+        self._h5 = h5py.File(self.path, "w")
         root = self._h5.attrs
         root["schema_version"] = SCHEMA_VERSION
         root["kind"] = kind
