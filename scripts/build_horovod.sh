@@ -71,8 +71,10 @@ command -v "$PY" >/dev/null 2>&1 || die "python '$PY' not found (set PYTHON or a
 PY="$(command -v "$PY")"
 PY_PREFIX="$("$PY" -c 'import sys; print(sys.prefix)')"
 PY_VER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-TORCH_VER="$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
+TORCH_INFO="$("$PY" -c 'import os, torch; print(torch.__version__); print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)" \
     || die "torch is not importable with $PY; install torch first"
+TORCH_VER="$(sed -n 1p <<<"$TORCH_INFO")"
+TORCH_LIB="$(sed -n 2p <<<"$TORCH_INFO")"
 # Tools installed into the env (mpicc, mpiexec, cmake from pip) must win.
 export PATH="$PY_PREFIX/bin:$PATH"
 log "python: $PY (Python $PY_VER, prefix $PY_PREFIX)"
@@ -110,7 +112,6 @@ else
 fi
 # The built library has an absolute RUNPATH to the MPI and torch lib dirs,
 # so those locations are part of the key too.
-TORCH_LIB="$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
 MPI_HASH="$(printf '%s\n%s' "$MPI_HOME" "$TORCH_LIB" | sha256sum | cut -c1-8)"
 log "MPI:    $MPI_ID at $MPI_HOME (mpicc: $MPICC)"
 
