@@ -49,3 +49,34 @@ def test_parse_size():
     from hpcbench.collectives.bench import parse_size
     assert parse_size("8") == 8 and parse_size("4K") == 4096 and parse_size("2M") == 2 << 20
     assert parse_size("1G") == 1 << 30
+
+
+@pytest.mark.mpi
+def test_bench_cli_link_and_overlap(tmp_path):
+    from hpcbench.results import read_attrs, read_table
+
+    out = tmp_path / "l.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.collectives.bench", "-b", "1K", "-e", "1K", "-n", "5",
+                       "-w", "1", "-a", "mpi,auto,ring", "--link", "10Gbit", "--link-alpha",
+                       "1e-5", "--output", str(out)], timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "link=modelled 10 Gbit/s" in proc.stdout and "# Check: OK" in proc.stdout
+    assert {"mpi", "auto", "ring"} <= set(read_table(out, "results")["impl"])
+    out = tmp_path / "o.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.collectives.bench", "--overlap", "--link", "10Gbit",
+                       "-b", "64K", "-e", "64K", "--output", str(out)], timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = read_table(out, "overlap")
+    assert sorted(set(rows["transport"])) == ["link", "shm"]
+    assert "mean hidden (link)" in proc.stdout and "mean hidden (shm)" in proc.stdout
+    attrs = read_attrs(out)
+    assert "mean_hidden_link" in attrs and "mean_hidden_shm" in attrs
+
+
+@pytest.mark.parametrize("args", [["--link", "fast"], ["--link", "1Gbit", "--link-alpha", "-1"]])
+def test_bench_cli_bad_link(tmp_path, args):
+    from hpcbench.collectives.bench import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--output", str(tmp_path / "x.h5")])
+    assert exc.value.code == 2

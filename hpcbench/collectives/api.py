@@ -197,8 +197,8 @@ _FAST_UFUNC = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimu
 _FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
 
 
-def _fast_wait(req, test) -> None:
-    """Complete ``req``: ``FAST_SPIN`` polls of ``test()``, then sleeps 10 us .. 1 ms."""
+def _fast_wait(test) -> None:
+    """Poll ``test()`` until true: ``FAST_SPIN`` polls back to back, then sleeps 10 us .. 1 ms."""
     spins = FAST_SPIN
     while not test():
         if spins:
@@ -229,7 +229,7 @@ def _fast_allreduce(x, out, op, comm, transport, name):
     if uf is None:
         return None
     if out is None:
-        dst = np.empty_like(x, order="C")
+        dst = np.empty_like(x)
     elif out is x:
         if not x.flags.writeable:
             return None
@@ -256,38 +256,44 @@ def _fast_allreduce(x, out, op, comm, transport, name):
     if n & (n - 1) or x.size == 0:     # non-powers of two fold first: general path
         return None
     tag = ctx.tag(name)
-    flat = dst.reshape(-1)
-    if dst is not x:
-        flat[...] = x.reshape(-1)
-    if n > 1:
-        r = c.Get_rank()
-        key = (dt.char, x.size)
-        tmp = ctx.fast_scratch.pop(key, None)
-        if tmp is None:
-            tmp = np.empty(x.size, dtype=dt)
-        direct = type(tr) is Transport
-        try:
-            d = 1
-            while d < n:
-                peer = r ^ d
-                if direct:
-                    rq = c.Irecv(tmp, source=peer, tag=tag)
-                    sq = c.Isend(flat, dest=peer, tag=tag)
-                    tr.bytes_sent += flat.nbytes
-                    tr.messages_sent += 1
-                else:
-                    rq = tr.irecv(tmp, peer, tag)
-                    sq = tr.isend(flat, peer, tag)
-                _fast_wait(rq, rq.Test if direct else rq.test)
-                _fast_wait(sq, sq.Test if direct else sq.test)
-                if r & d:
-                    uf(tmp, flat, out=flat)
-                else:
-                    uf(flat, tmp, out=flat)
-                d <<= 1
-        finally:
-            if len(ctx.fast_scratch) < 16:
-                ctx.fast_scratch[key] = tmp
+    flat = dst if dst.ndim == 1 else dst.reshape(-1)
+    if n == 1:
+        if dst is not x:
+            flat[...] = x.reshape(-1)
+        return dst
+    r = c.Get_rank()
+    key = (dt.char, x.size)
+    tmp = ctx.fast_scratch.pop(key, None)
+    if tmp is None:
+        tmp = np.empty(x.size, dtype=dt)
+    direct = type(tr) is Transport
+    # the first step sends the input itself and reduces straight into the output: no copy
+    send = x if x.ndim == 1 else x.reshape(-1)
+    try:
+        d = 1
+        while d < n:
+            peer = r ^ d
+            if direct:
+                rq = c.Irecv(tmp, source=peer, tag=tag)
+                sq = c.Isend(send, dest=peer, tag=tag)
+                tr.bytes_sent += send.nbytes
+                tr.messages_sent += 1
+                _fast_wait(rq.Test)
+                _fast_wait(sq.Test)
+            else:
+                rq = tr.irecv(tmp, peer, tag)
+                sq = tr.isend(send, peer, tag)
+                _fast_wait(rq.test)
+                _fast_wait(sq.test)
+            if r & d:                   # lower rank's operand first, as recursive_doubling
+                uf(tmp, send, out=flat)
+            else:
+                uf(send, tmp, out=flat)
+            send = flat
+            d <<= 1
+    finally:
+        if len(ctx.fast_scratch) < 16:
+            ctx.fast_scratch[key] = tmp
     if op == "avg" and n > 1:
         if dt.kind == "i":
             np.floor_divide(flat, n, out=flat)

@@ -398,7 +398,12 @@ def _time_case(case, comm, iters, warmup):
         case.run()
     times = np.empty(iters)
     for i in range(iters):
+        # sleeping barrier (all ranks arrive without burning CPU), then MPI's own barrier
+        # to line up the exits: a rank still waking from its sleep would otherwise start
+        # up to a timer tick (~50-200 us) late and that skew, not the collective, would be
+        # timed (OSU style: MPI_Barrier before each timed call). Same for every impl.
         sleep_barrier(comm)
+        comm.Barrier()
         t0 = time.perf_counter()
         case.run()
         times[i] = time.perf_counter() - t0

@@ -214,3 +214,59 @@ def test_bad_arguments(comm):
         hc.bcast(x, comm.size, comm=comm)
     with pytest.raises(ValueError, match="deterministic"):
         hc.allreduce(x, algorithm="recursive_doubling", deterministic=True, comm=comm)
+
+
+def test_small_fast_path_matches_generator(comm):
+    """The blocking small-message fast path gives the bytes of the recursive_doubling
+    generator (driven through iallreduce), for every dtype/op, shape, in place or not."""
+    n = comm.size
+    for count in (1, 5, 256, 1000):
+        for dtype in ("float32", "float64", "int64"):
+            for op in OPS:
+                x = _data(comm, count, dtype, seed=3)
+                want = hc.iallreduce(x, op=op, algorithm="recursive_doubling",
+                                     comm=comm).wait()
+                ref = _reference(comm, x, op)
+                for alg in ("auto", "recursive_doubling"):
+                    y = hc.allreduce(x, op=op, algorithm=alg, comm=comm)
+                    _check(y, ref, dtype, op, n)
+                    assert y.tobytes() == want.tobytes()
+                    o = np.empty_like(x)
+                    assert hc.allreduce(x, o, op=op, algorithm=alg, comm=comm) is o
+                    assert o.tobytes() == want.tobytes()
+                    z = x.copy()
+                    assert hc.allreduce(z, z, op=op, algorithm=alg, comm=comm) is z
+                    assert z.tobytes() == want.tobytes()
+    x2 = np.arange(12, dtype=np.float64).reshape(3, 4) + comm.rank
+    y2 = hc.allreduce(x2, comm=comm)
+    assert y2.shape == (3, 4)
+    np.testing.assert_array_equal(y2, n * np.arange(12).reshape(3, 4) + n * (n - 1) / 2)
+    tr = hc.api._resolve(comm, None)[1]
+    before = tr.messages_sent
+    hc.allreduce(np.ones(8), comm=comm)
+    assert tr.messages_sent > before or n == 1
+
+
+def test_link_transport_small_and_progress_sleeps(comm):
+    """Fast path and nonblocking ops over the link model; the progress thread sleeps
+    while the modelled wire time runs (little CPU over a long modelled transfer)."""
+    from hpcbench.collectives.linkmodel import LinkTransport
+    n = comm.size
+    lt = LinkTransport(comm, alpha=1e-4, beta="1Gbit")
+    try:
+        y = hc.allreduce(np.full(16, float(comm.rank)), transport=lt)
+        np.testing.assert_allclose(y, n * (n - 1) / 2)
+        if n == 1:
+            return
+        assert lt.messages_sent > 0
+        x = np.ones(1 << 18, dtype=np.float32)          # 1 MiB: ~8 ms per step at 1 Gbit/s
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        reqs = [hc.iallreduce(x, algorithm="ring", transport=lt, name=f"lk{i}")
+                for i in range(4)]
+        for r in hc.Request.waitall(reqs):
+            np.testing.assert_allclose(r, n)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        assert wall >= 4 * 8 * (1 << 20) / 1e9 * (n - 1) / n   # modelled time was waited
+        assert cpu < 0.6 * wall, (cpu, wall)
+    finally:
+        lt.free()
