@@ -1,10 +1,11 @@
 """The round loop on MPI ranks: rank 0 aggregates, ranks 1..P-1 execute clients.
 
-Per round, every rank computes the same plan locally (selection, virtual
-timing, stragglers and the executor assignment are all seeded, so no plan is
-sent). The aggregator broadcasts the global model with a control word, each
-executor trains its clients from it and sends one block of updates back, and
-the aggregator applies FedAvg in ascending client id order, so the aggregated
+Per round, the aggregator plans the round (selection, virtual timing,
+stragglers and the executor assignment; all seeded), then sends each executor
+a control word with its client ids and the global model, point to point.
+Executors do no planning, so the per-round bookkeeping costs one rank's CPU
+however many ranks there are. Each executor trains its clients from the model
+and sends one block of updates back, and the aggregator applies FedAvg in ascending client id order, so the aggregated
 model has the same bits whatever the world size. At ``-np 1`` rank 0 executes
 too. Every wait polls and sleeps (:mod:`hpcbench.runtime.wait`): an idle rank
 leaves the cores to the ranks that train.
@@ -30,7 +31,7 @@ from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_wait
 
 __all__ = ["assign_clients", "Emulation", "Summary"]
 
-_CONTINUE, _STOP = 1.0, 0.0
+_GO, _STOP = 1, 0
 _META = 4  # num_examples, train_loss, train_wall_s, train_cpu_s
 
 
@@ -102,7 +103,8 @@ class Emulation:
         self.aggregator = aggregator
         self.executors = list(range(1, self.size)) or [0]
         self.num_params = sum(p.numel() for p in model.parameters())
-        self._buf = np.zeros(self.num_params + 1, dtype=np.float32)
+        self._model_buf = np.zeros(self.num_params, dtype=np.float32)
+        self._cap = math.ceil(cfg.participants * cfg.overcommitment)
         self._trained = 0
         self._train_wall = 0.0
         self._sizes = dataset.client_sizes()
@@ -129,13 +131,34 @@ class Emulation:
         self._trained += len(ids)
         return deltas, meta
 
-    def _bcast_model(self, flag: float, params: np.ndarray | None) -> bool:
-        if self.rank == 0:
-            self._buf[:-1] = params
-            self._buf[-1] = flag
-        if self.size > 1:
-            sleep_wait(self.comm.Ibcast(self._buf, root=0), Backoff(max_s=5e-3))
-        return self._buf[-1] == _CONTINUE
+    def _dispatch(self, round_: int, flag: int, params: np.ndarray | None, plan) -> list:
+        """Aggregator: send each executor its control word, its client ids and the global model.
+
+        Point-to-point sends from rank 0 rather than a broadcast tree: an
+        executor needs no other rank to forward anything, so a rank that is
+        descheduled on an oversubscribed node delays only itself.
+        """
+        reqs = []
+        for rank in self.executors:
+            if rank == 0:
+                continue
+            ids = plan.get(rank, np.zeros(0, np.int64)) if plan else np.zeros(0, np.int64)
+            ctrl = np.zeros(2 + self._cap, dtype=np.int64)
+            ctrl[0], ctrl[1] = flag, len(ids)
+            ctrl[2:2 + len(ids)] = ids
+            reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * round_))
+            if flag == _GO:
+                reqs.append(self.comm.Isend(params, dest=rank, tag=3 * round_ + 1))
+        return reqs
+
+    def _receive_work(self, round_: int):
+        """Executor: sleep until the aggregator's control word arrives; then the model."""
+        ctrl = np.empty(2 + self._cap, dtype=np.int64)
+        sleep_wait(self.comm.Irecv(ctrl, source=0, tag=3 * round_), Backoff(max_s=5e-3))
+        if ctrl[0] != _GO:
+            return None
+        sleep_wait(self.comm.Irecv(self._model_buf, source=0, tag=3 * round_ + 1), Backoff(max_s=1e-3))
+        return ctrl[2:2 + ctrl[1]].copy()
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, results=None, progress=None) -> Summary:
@@ -154,17 +177,22 @@ class Emulation:
         stop = False
         for round_ in range(1, cfg.rounds + 1):
             round_t0 = time.perf_counter()
-            if not self._bcast_model(_STOP if stop else _CONTINUE, params):
-                break
-            global_flat = torch.from_numpy(self._buf[:-1])
-            timing, plan = self._plan(round_)
-            mine = plan.get(self.rank, np.zeros(0, np.int64))
-            deltas, meta = self._train(mine, round_, global_flat)
             if self.rank != 0:
+                mine = self._receive_work(round_)
+                if mine is None:
+                    break
+                deltas, meta = self._train(mine, round_, torch.from_numpy(self._model_buf))
                 if len(mine):
-                    sleep_waitall([self.comm.Isend(deltas, dest=0, tag=2 * round_),
-                                   self.comm.Isend(meta, dest=0, tag=2 * round_ + 1)])
+                    sleep_waitall([self.comm.Isend(deltas, dest=0, tag=3 * round_ + 2),
+                                   self.comm.Isend(meta, dest=0, tag=3 * round_ + 2)])
                 continue
+            if stop:
+                sleep_waitall(self._dispatch(round_, _STOP, None, None))
+                break
+            timing, plan = self._plan(round_)
+            sends = self._dispatch(round_, _GO, params, plan)
+            mine = plan.get(0, np.zeros(0, np.int64))
+            deltas, meta = self._train(mine, round_, torch.from_numpy(params))
             # aggregator: gather every executor's block, order by client id, aggregate
             blocks = {0: (mine, deltas, meta)} if len(mine) else {}
             reqs = []
@@ -173,10 +201,10 @@ class Emulation:
                     continue
                 d = np.empty((len(ids), self.num_params), dtype=np.float32)
                 m = np.empty((len(ids), _META), dtype=np.float64)
-                reqs += [self.comm.Irecv(d, source=rank, tag=2 * round_),
-                         self.comm.Irecv(m, source=rank, tag=2 * round_ + 1)]
+                reqs += [self.comm.Irecv(d, source=rank, tag=3 * round_ + 2),
+                         self.comm.Irecv(m, source=rank, tag=3 * round_ + 2)]
                 blocks[rank] = (ids, d, m)
-            sleep_waitall(reqs, Backoff(max_s=5e-3))
+            sleep_waitall(reqs + sends, Backoff(max_s=5e-3))
             ids_all = np.concatenate([b[0] for b in blocks.values()])
             ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()])
             order = np.argsort(ids_all, kind="stable")
