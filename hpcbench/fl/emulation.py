@@ -154,7 +154,7 @@ class Emulation:
     def _receive_work(self, round_: int):
         """Executor: sleep until the aggregator's control word arrives; then the model."""
         ctrl = np.empty(2 + self._cap, dtype=np.int64)
-        sleep_wait(self.comm.Irecv(ctrl, source=0, tag=3 * round_), Backoff(max_s=5e-3))
+        sleep_wait(self.comm.Irecv(ctrl, source=0, tag=3 * round_), Backoff(first_s=1e-3, max_s=2e-2))
         if ctrl[0] != _GO:
             return None
         sleep_wait(self.comm.Irecv(self._model_buf, source=0, tag=3 * round_ + 1), Backoff(max_s=1e-3))
