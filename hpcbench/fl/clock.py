@@ -132,18 +132,16 @@ class VirtualClock:
         count = math.ceil(cfg.participants * cfg.overcommitment)
         ids = self.selector.select(round_, online, count)
         m = len(ids)
-        compute = np.empty(m)
-        comm = np.empty(m)
         reg = self.registry
-        for i, cid in enumerate(ids):
-            rng = np.random.default_rng([cfg.seed, round_, int(cid), 0xC10C])
-            row = reg.device_row[cid:cid + 1]
-            latency = float(self.device.sample_latency_s(row, rng)[0])
-            compute[i] = cfg.local_steps * cfg.batch_size * latency * cfg.traces.compute_scale
-            kbps = self.bandwidth.sample_kbps(reg.bandwidth_row[cid:cid + 1], rng)
-            kbps_down = float(kbps[0])
-            kbps_up = float(self.bandwidth.sample_kbps(reg.bandwidth_row[cid:cid + 1], rng)[0])
-            comm[i] = self.model_bytes * 8 / 1000 * (1.0 / kbps_down + 1.0 / kbps_up)
+        # one generator per round, drawn in ascending client-id order (vectorised: a few
+        # numpy calls per round instead of a Python loop over participants)
+        rng = np.random.default_rng([cfg.seed, round_, 0xC10C])
+        latency = np.asarray(self.device.sample_latency_s(reg.device_row[ids], rng), dtype=np.float64)
+        compute = cfg.local_steps * cfg.batch_size * latency * cfg.traces.compute_scale
+        rows = reg.bandwidth_row[ids]
+        kbps_down = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="down"), dtype=np.float64)
+        kbps_up = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="up"), dtype=np.float64)
+        comm = self.model_bytes * 8 / 1000 * (1.0 / kbps_down + 1.0 / kbps_up)
         completion = compute + comm
         keep = min(cfg.participants, m)
         order = np.lexsort((ids, completion))

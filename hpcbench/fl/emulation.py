@@ -27,6 +27,7 @@ from mpi4py import MPI
 from hpcbench.fl.output import (CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED,
                                 STATUS_STRAGGLER)
 from hpcbench.fl.training import client_generator, evaluate, train_client
+from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
 
 __all__ = ["assign_clients", "Emulation", "Summary"]
@@ -117,10 +118,17 @@ class Emulation:
         work = cfg.local_steps * np.minimum(cfg.batch_size, self._sizes[ids])
         return timing, assign_clients(ids, work, self.executors)
 
+    def _result_block(self, n: int):
+        """One byte buffer holding ``n`` clients' metadata then their updates (one transfer)."""
+        meta_bytes = n * _META * 8
+        buf = np.empty(meta_bytes + n * self.num_params * 4, dtype=np.uint8)
+        meta = buf[:meta_bytes].view(np.float64).reshape(n, _META)
+        deltas = buf[meta_bytes:].view(np.float32).reshape(n, self.num_params)
+        return buf, deltas, meta
+
     def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
         cfg = self.cfg
-        deltas = np.empty((len(ids), self.num_params), dtype=np.float32)
-        meta = np.empty((len(ids), _META), dtype=np.float64)
+        buf, deltas, meta = self._result_block(len(ids))
         for i, cid in enumerate(ids):
             res = train_client(self.model, global_flat, self.dataset.shard(int(cid)), cfg.local_steps,
                                cfg.batch_size, cfg.learning_rate, cfg.momentum,
@@ -129,14 +137,16 @@ class Emulation:
             meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s)
             self._train_wall += res.train_wall_s
         self._trained += len(ids)
-        return deltas, meta
+        return buf, deltas, meta
 
     def _dispatch(self, round_: int, flag: int, params: np.ndarray | None, plan) -> list:
         """Aggregator: send each executor its control word, its client ids and the global model.
 
         Point-to-point sends from rank 0 rather than a broadcast tree: an
         executor needs no other rank to forward anything, so a rank that is
-        descheduled on an oversubscribed node delays only itself.
+        descheduled on an oversubscribed node delays only itself. The model
+        goes in eager-sized pieces (:mod:`hpcbench.runtime.chunked`), so the
+        sends complete without waiting for executors to wake up.
         """
         reqs = []
         for rank in self.executors:
@@ -148,7 +158,7 @@ class Emulation:
             ctrl[2:2 + len(ids)] = ids
             reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * round_))
             if flag == _GO:
-                reqs.append(self.comm.Isend(params, dest=rank, tag=3 * round_ + 1))
+                reqs += isend_chunked(self.comm, params, rank, 3 * round_ + 1)
         return reqs
 
     def _receive_work(self, round_: int):
@@ -157,7 +167,7 @@ class Emulation:
         sleep_wait(self.comm.Irecv(ctrl, source=0, tag=3 * round_), Backoff(first_s=1e-3, max_s=2e-2))
         if ctrl[0] != _GO:
             return None
-        sleep_wait(self.comm.Irecv(self._model_buf, source=0, tag=3 * round_ + 1), Backoff(max_s=1e-3))
+        sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
         return ctrl[2:2 + ctrl[1]].copy()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -181,10 +191,9 @@ class Emulation:
                 mine = self._receive_work(round_)
                 if mine is None:
                     break
-                deltas, meta = self._train(mine, round_, torch.from_numpy(self._model_buf))
+                block, _, _ = self._train(mine, round_, torch.from_numpy(self._model_buf))
                 if len(mine):
-                    sleep_waitall([self.comm.Isend(deltas, dest=0, tag=3 * round_ + 2),
-                                   self.comm.Isend(meta, dest=0, tag=3 * round_ + 2)])
+                    sleep_waitall(isend_chunked(self.comm, block, 0, 3 * round_ + 2))
                 continue
             if stop:
                 sleep_waitall(self._dispatch(round_, _STOP, None, None))
@@ -192,17 +201,15 @@ class Emulation:
             timing, plan = self._plan(round_)
             sends = self._dispatch(round_, _GO, params, plan)
             mine = plan.get(0, np.zeros(0, np.int64))
-            deltas, meta = self._train(mine, round_, torch.from_numpy(params))
+            _, deltas, meta = self._train(mine, round_, torch.from_numpy(params))
             # aggregator: gather every executor's block, order by client id, aggregate
             blocks = {0: (mine, deltas, meta)} if len(mine) else {}
             reqs = []
             for rank, ids in plan.items():
                 if rank == 0 or not len(ids):
                     continue
-                d = np.empty((len(ids), self.num_params), dtype=np.float32)
-                m = np.empty((len(ids), _META), dtype=np.float64)
-                reqs += [self.comm.Irecv(d, source=rank, tag=3 * round_ + 2),
-                         self.comm.Irecv(m, source=rank, tag=3 * round_ + 2)]
+                buf, d, m = self._result_block(len(ids))
+                reqs += irecv_chunked(self.comm, buf, rank, 3 * round_ + 2)
                 blocks[rank] = (ids, d, m)
             sleep_waitall(reqs + sends, Backoff(max_s=5e-3))
             ids_all = np.concatenate([b[0] for b in blocks.values()])
@@ -258,7 +265,7 @@ class Emulation:
             "compute_s": timing.compute_s, "communication_s": timing.communication_s,
             "completion_s": timing.completion_s, "num_examples": self._sizes[timing.client_ids],
             "train_loss": loss_c, "train_wall_s": wall_c, "train_cpu_s": cpu_c,
-        })
+        }, flush=False)
         n_agg = int(timing.aggregated.sum())
         rounds_tab.append({
             "round": round_, "virtual_time_s": timing.end_s, "round_duration_s": timing.end_s - timing.start_s,

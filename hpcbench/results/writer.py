@@ -59,6 +59,7 @@ class Table:
         self._owner = owner
         self._group = group
         self._columns = {c.name: c for c in columns}
+        self._datasets: dict[str, h5py.Dataset] = {}
         self._rows = 0
 
     @property
@@ -66,7 +67,7 @@ class Table:
         """Number of rows written so far."""
         return self._rows
 
-    def append(self, rows: Mapping[str, Any]) -> None:
+    def append(self, rows: Mapping[str, Any], flush: bool = True) -> None:
         """Append rows and flush the file.
 
         Parameters
@@ -74,6 +75,9 @@ class Table:
         rows : mapping of str to array_like
             One equal-length 1-D array (or scalar, for a single row) per column;
             every column of the table must be present and no other.
+        flush : bool, default True
+            Flush the file afterwards. Pass False when appending to several
+            tables at once and call :meth:`ResultsFile.flush` after the last.
 
         Raises
         ------
@@ -102,12 +106,15 @@ class Table:
         if n == 0:
             return
         for name, arr in arrays.items():
-            ds = self._group[name]
+            ds = self._datasets.get(name)
+            if ds is None:
+                ds = self._datasets[name] = self._group[name]
             ds.resize((self._rows + n,))
             ds[self._rows:self._rows + n] = arr
         self._rows += n
         self._group.attrs["rows"] = self._rows
-        self._owner.flush()
+        if flush:
+            self._owner.flush()
 
 
 class ResultsFile:

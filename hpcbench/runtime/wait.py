@@ -75,12 +75,24 @@ def sleep_wait(request: MPI.Request, backoff: Backoff | None = None,
 
 
 def sleep_waitall(requests: Sequence[MPI.Request], backoff: Backoff | None = None) -> None:
-    """Complete every request of ``requests``, sleeping between polls."""
+    """Complete every request of ``requests``, sleeping between polls.
+
+    A poll that completes some requests is followed at once by another (and
+    the sleep interval starts again from the shortest): an MPI progress call
+    drains only part of a burst of incoming messages, so sleeping while
+    messages keep arriving would stretch the burst over many intervals.
+    """
     backoff = backoff or Backoff()
     pending = [r for r in requests if r != MPI.REQUEST_NULL]
     while pending:
-        if MPI.Request.Testall(pending):
+        done = MPI.Request.Testsome(pending)
+        if done is None:  # MPI_UNDEFINED: no active request left
             return
+        if done:
+            gone = set(done)
+            pending = [r for i, r in enumerate(pending) if i not in gone and r != MPI.REQUEST_NULL]
+            backoff.reset()
+            continue
         backoff.pause()
 
 
