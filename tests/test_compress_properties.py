@@ -206,3 +206,42 @@ def test_randomk_same_indices_for_same_name_and_step():
     assert torch.equal(ca.extra["indices"], cb.extra["indices"])
     _, ca2 = a.compress(x, "w")
     assert not torch.equal(ca.extra["indices"], ca2.extra["indices"])
+
+
+@pytest.mark.parametrize("name", ["topk", "thresholdv", "threshold", "dgc", "randomk"])
+def test_sparse_residual_equals_dense_subtraction_with_non_finite(name):
+    """The scatter-only residual (``v - v`` at the kept positions) is bitwise ``acc - decoded``,
+    including kept inf (-> NaN) and a float64 tensor; and it works in place."""
+    kw = {"threshold": 0.5} if name == "threshold" else {"compress_ratio": 0.3}
+    for dtype in (torch.float32, torch.float64):
+        c = make(name, **kw)
+        x = rand((300,), dtype, 5)
+        x[[4, 9]] = torch.tensor([float("inf"), -float("inf")], dtype=dtype)
+        acc = x.clone()
+        payload, ctx = c.compress(acc, "t")
+        expect = x - c.decompress(payload, ctx)
+        got = c.residual(acc, payload, ctx)
+        assert got.data_ptr() == acc.data_ptr()
+        assert torch.equal(torch.isnan(got), torch.isnan(expect))
+        fin = ~torch.isnan(expect)
+        assert torch.equal(got[fin], expect[fin])
+        if name == "topk":
+            assert torch.isnan(got[[4, 9]]).all()          # inf - inf
+
+
+def test_lr_scale_is_a_documented_per_method_attribute():
+    """Every compressor carries a learning-rate multiplier in (0, 1]; the convergence check uses it."""
+    from hpcbench.compress.convergence import train
+
+    for name in names():
+        c = make(name)
+        assert 0.0 < c.lr_scale <= 1.0, name
+        if c.lr_scale != 1.0:                           # overridden: the reason is documented
+            assert "lr_scale" in type(c).__doc__, name
+    assert create("randomk", compress_ratio=0.1).lr_scale == pytest.approx(0.2)
+    assert create("randomk", compress_ratio=0.1, scale=True).lr_scale == pytest.approx(0.02)
+    assert create("randomk", compress_ratio=0.9).lr_scale == 1.0
+    assert create("signsgd").lr_scale < create("none").lr_scale
+    r = train("signsgd", MPI.COMM_SELF, steps=2)
+    assert r["lr_scale"] == create("signsgd").lr_scale
+    assert train("signsgd", MPI.COMM_SELF, steps=2, lr_scale=0.7)["lr_scale"] == 0.7

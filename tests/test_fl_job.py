@@ -125,6 +125,42 @@ def test_results_equal_across_world_sizes(tmp_path_factory):
             assert np.array_equal(cn[col], c1[col], equal_nan=col == "train_loss"), (n, col)
 
 
+@pytest.mark.parametrize("concurrency", ["1", "all"])
+def test_executor_concurrency_changes_who_trains_not_results(concurrency, tmp_path, tmp_path_factory):
+    """-np 4 with one executor per round (rotating) or every executor: same bits as -np 1."""
+    _, base = _small_job(1, tmp_path_factory)
+    out = tmp_path / "fl.h5"
+    proc = run_mpi(4, ["-m", "hpcbench.fl", CONFIG, *SMALL, "--executor_concurrency", concurrency,
+                       "--output", str(out)], timeout=240)
+    _assert_ok(proc)
+    with h5py.File(out, "r") as h5, h5py.File(base, "r") as h0:
+        assert h5["model/final_parameters"][()].tobytes() == h0["model/final_parameters"][()].tobytes()
+    clients = read_table(out, "clients")
+    trained = clients["executor_rank"][clients["executor_rank"] >= 0]
+    per_round = [np.unique(trained[clients["round"][clients["executor_rank"] >= 0] == r]) for r in range(1, 7)]
+    if concurrency == "1":  # one node here: one executor per round, in rotation 1, 2, 3, 1, ...
+        assert [list(r) for r in per_round] == [[1], [2], [3], [1], [2], [3]]
+    else:
+        assert all(len(r) == 3 for r in per_round)
+    ranks = read_table(out, "ranks")
+    assert ranks["clients_trained"][0] == 0 and (ranks["clients_trained"][1:] > 0).all()
+
+
+def test_stop_at_target_ends_every_rank(tmp_path):
+    """Stopping early reaches executors waiting for a later round (their receive is cancelled)."""
+    out = tmp_path / "fl.h5"
+    proc = run_mpi(4, ["-m", "hpcbench.fl", CONFIG, "--rounds", "60", "--eval_interval", "1",
+                       "--target_accuracy", "0.5", "--stop_at_target", "true", "--executor_concurrency", "1",
+                       "--progress", "false", "--output", str(out)], timeout=240)
+    _assert_ok(proc)
+    rounds = read_table(out, "rounds")
+    attrs = read_attrs(out)
+    assert attrs["status"] == "completed"
+    assert 1 <= attrs["rounds_to_accuracy"] < 60
+    assert len(rounds["round"]) == attrs["rounds_to_accuracy"]
+    assert rounds["test_accuracy"][-1] >= 0.5
+
+
 # --------------------------------------------------------------------------------- bad input
 def _yaml(tmp_path, text):
     p = tmp_path / "job.yaml"
@@ -149,6 +185,7 @@ BAD_INPUTS = {
                       ["traces.device", "does/not/exist.json"]),
     "malformed-trace": (_bad_trace, ["traces.device", "bad.json", "malformed JSON"]),
     "missing-config": (lambda t: ["does/not/exist.yaml"], ["does/not/exist.yaml"]),
+    "bad-concurrency": (lambda t: [CONFIG, "--executor_concurrency", "0"], ["executor_concurrency", "0"]),
 }
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import zlib
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from hpcbench.collectives.tags import MIN_TAG_UB, TagSpace
 from hpcbench.collectives.transport import P2PRequest, Transport
 from hpcbench.runtime.wait import Backoff
 
@@ -181,13 +181,12 @@ def partition(count: int, n: int) -> list[int]:
     return offs
 
 
-_TAG_UB = 2 ** 29 - 1   # guaranteed by MPICH; the MPI standard guarantees 32767
 _KEYVAL = None
 _KEYVAL_LOCK = threading.Lock()
 
 
 class Context:
-    """Per-communicator state: the default transport, tag counters, scratch pool.
+    """Per-communicator state: the default transport, tag space, scratch pool.
 
     Stored as an MPI attribute of the communicator, so it lives and dies with it.
     """
@@ -195,7 +194,6 @@ class Context:
     def __init__(self, comm: MPI.Comm) -> None:
         self.comm = comm
         self.transport = Transport(comm)
-        self._counters: dict[str, int] = {}
         self._lock = threading.Lock()
         self._pool: list[np.ndarray] = []
         #: scratch arrays of the small-message fast path, by (dtype char, count)
@@ -205,23 +203,18 @@ class Context:
             tag_ub = comm.Get_attr(MPI.TAG_UB)
         except MPI.Exception:  # pragma: no cover
             tag_ub = None
-        self.tag_ub = int(tag_ub) if tag_ub else 32767
+        self.tag_ub = int(tag_ub) if tag_ub else MIN_TAG_UB
+        #: the communicator's tag space, shared by the dense and compressed collectives
+        self.tags = TagSpace(self.tag_ub)
 
     def tag(self, name: str | None) -> int:
-        """Tag of the next operation called ``name`` (``None``: unnamed).
+        """Dense-family tag of the next operation called ``name`` (``None``: unnamed).
 
-        The tag is a CRC-32 hash of ``name`` and of how many operations of that
-        name this rank has started on this communicator. All ranks start the
-        operations of one name in the same order, so they derive the same tag;
-        different names get different tags (up to hash collisions, about
-        ``k**2 / 2**30`` for ``k`` outstanding operations).
+        See :meth:`hpcbench.collectives.tags.TagSpace.named`: a CRC-32 hash of
+        ``name`` and of how many operations of that name this rank has started,
+        inside the dense range, which no compressed collective ever uses.
         """
-        key = "" if name is None else str(name)
-        with self._lock:
-            k = self._counters.get(key, 0)
-            self._counters[key] = k + 1
-        h = zlib.crc32(f"{key}#{k}".encode())
-        return 1 + h % (self.tag_ub - 1)
+        return self.tags.named(name)
 
     def borrow(self, nbytes: int) -> np.ndarray:
         """A scratch byte array of at least ``nbytes`` (give it back with :meth:`give`)."""
@@ -283,25 +276,27 @@ def run_inline(gen, backoff: Backoff | None = None) -> None:
         for r in reqs:
             if not r.test():
                 while not r.test():
-                    t = modelled_wake(r)
-                    if t is not None:       # only modelled wire time left: sleep it out
-                        time.sleep(max(0.0, t - time.monotonic()))
+                    now = time.monotonic()
+                    t = not_before(r, now)
+                    if t is not None:       # nothing can happen before t: sleep till then
+                        time.sleep(max(0.0, t - now))
                     else:
                         bo.pause()
                 bo.reset()
 
 
-def modelled_wake(req) -> float | None:
-    """``time.monotonic()`` at which pending ``req`` completes, when only modelled link time
-    is left (a link-model request whose MPI messages are done); None otherwise.
+def not_before(req, now: float) -> float | None:
+    """Earliest ``time.monotonic()`` at which pending ``req`` can complete, when that is
+    known without polling MPI; None otherwise.
 
-    Plain MPI requests return None (they need polling to progress). Call after a
+    Link-model requests know it while only modelled wire time is left, or while
+    the message has not been sent (see
+    :meth:`hpcbench.collectives.linkmodel.LinkRequest.not_before`); plain MPI
+    requests return None (they need polling to progress). Call after a
     ``test()`` that returned False.
     """
-    t = getattr(req, "ready_at", None)
-    if t is None or getattr(req, "_reqs", True):
-        return None
-    return t
+    f = getattr(req, "not_before", None)
+    return None if f is None else f(now)
 
 
 def waitable(reqs: list[P2PRequest]) -> list[P2PRequest]:

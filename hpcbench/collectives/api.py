@@ -10,11 +10,15 @@ Buffers are numpy arrays (float32, float64, int64) or CPU torch tensors
 :class:`~hpcbench.collectives.transport.Transport` (``transport=``, or one
 built once per communicator), so a link-model transport plugs in unchanged.
 
-Tags: each operation gets one MPI tag, a CRC-32 hash of its ``name`` (or of
-``""`` for unnamed calls) and of how many operations of that name this rank has
-started on the communicator. Within one operation, every pair of ranks
-exchanges its messages in program order, so MPI's non-overtaking rule matches
-them; different outstanding operations have different tags and never mix.
+Tags: each operation gets one MPI tag from the communicator's tag space
+(:class:`hpcbench.collectives.tags.TagSpace`): a CRC-32 hash of its ``name``
+(or of ``""`` for unnamed calls) and of how many operations of that name this
+rank has started, inside the ``dense`` range, which the compressed collectives
+(:mod:`hpcbench.collectives.compressed`, ``compressed`` range) never use.
+Within one operation, every pair of ranks exchanges its messages in program
+order, so MPI's non-overtaking rule matches them; different outstanding
+operations have different tags (up to hash collisions between names) and
+never mix.
 """
 
 from __future__ import annotations

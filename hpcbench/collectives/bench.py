@@ -16,7 +16,8 @@ reduce_scatter, the output of allgather. ``vs_mpi`` is time / MPI's time.
 rank can generate every rank's input), summed over ranks.
 
 ``--overlap`` instead measures how much of ``iallreduce`` traffic hides behind
-torch matmuls: ``hidden = 1 - (t_overlapped - t_compute_only) / t_comm_only``.
+torch matmuls (see :mod:`hpcbench.collectives.overlap`): per interleaved
+repetition ``1 - (t_both - t_compute) / t_comm``, median over repetitions.
 """
 
 from __future__ import annotations
@@ -93,7 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--iters", type=_positive_int, default=50,
                    help="timed iterations at the smallest size (shrinks with size, >= 5)")
     p.add_argument("--overlap", action="store_true",
-                   help="measure the share of iallreduce time hidden behind matmuls")
+                   help="measure the share of iallreduce time hidden behind matmuls "
+                        "(hpcbench.collectives.overlap)")
+    p.add_argument("--overlap-reps", type=_positive_int, default=9, metavar="N",
+                   help="--overlap: interleaved repetitions of comm / compute / both per "
+                        "size (default 9)")
+    p.add_argument("--overlap-factor", type=float, default=2.0, metavar="F",
+                   help="--overlap: compute lasts F times the comm-only time (default 2; "
+                        "the OSU benchmarks use 1)")
     p.add_argument("--link", default=None, metavar="RATE",
                    help="run the custom algorithms over the link-model transport "
                         "(hpcbench.collectives.linkmodel) at this bandwidth, e.g. 1Gbit, "
@@ -122,6 +130,8 @@ def _parse(argv):
     if not (args.link_alpha >= 0 and args.link_alpha == args.link_alpha
             and args.link_alpha != float("inf")):
         p.error(f"argument --link-alpha: must be a finite latency >= 0 s, got {args.link_alpha}")
+    if not (0 < args.overlap_factor < 100):
+        p.error(f"argument --overlap-factor: must be in (0, 100), got {args.overlap_factor}")
     if args.minbytes > args.maxbytes:
         p.error(f"argument -b/--minbytes: {args.minbytes} exceeds -e/--maxbytes {args.maxbytes}")
     allowed = custom_algorithms(args.op) + list(BASELINES)
@@ -417,7 +427,10 @@ def main(argv: list[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args.overlap:
-        return _overlap_main(args, comm)
+        from hpcbench.collectives.overlap import run_overlap
+        sizes = _sizes(max(args.minbytes, 4096), args.maxbytes, args.stepfactor)
+        return run_overlap(args, comm, sizes, _make_link(args, comm), _link_desc(args),
+                           _progress())
     from hpcbench.results import Column, ResultsFile
     from hpcbench.runtime.provenance import collect, gather_hostnames, utc_now
 
@@ -538,136 +551,6 @@ def _shutdown(env) -> None:
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001
         pass
-
-
-# -- overlap ------------------------------------------------------------------------------
-
-OVERLAP_COLUMNS = [("transport", "str", "",
-                    "shm: real MPI (shared memory); link: link-model transport (--link)"),
-                   ("size", "int64", "B", "bytes per iallreduce"),
-                   ("requests", "int64", "1", "outstanding iallreduce requests"),
-                   ("t_comm", "float64", "us", "communication only (start all, wait all)"),
-                   ("t_compute", "float64", "us", "compute only (matmuls)"),
-                   ("t_overlap", "float64", "us",
-                    "compute with the requests outstanding (t_compute + median paired excess)"),
-                   ("hidden", "float64", "1",
-                    "1 - (t_overlap - t_compute) / t_comm, share of comm hidden (can be < 0: "
-                    "overlapping slowed compute by more than the comm time)")]
-
-
-def _overlap_main(args, comm) -> int:
-    """``--overlap``: iallreduces outstanding during a matmul loop.
-
-    Always measured over the real MPI path (``shm``); with ``--link`` also over
-    the link-model transport (``link``), where wire time is modelled as waiting
-    (as a NIC would move the bytes) instead of CPU copies.
-    """
-    import torch
-
-    import hpcbench.collectives as hc
-    from hpcbench.results import Column, ResultsFile
-    from hpcbench.runtime.provenance import collect, gather_hostnames, utc_now
-    from hpcbench.runtime.wait import sleep_barrier
-
-    rank = comm.rank
-    start = utc_now()
-    hosts = gather_hostnames(comm)
-    say = print if rank == 0 else (lambda *a, **k: None)
-    torch.set_num_threads(1)
-    nreq = 4
-    a = torch.randn(256, 256)
-    b = torch.randn(256, 256)
-    link = _make_link(args, comm)
-    transports = [("shm", None)] + ([("link", link)] if link is not None else [])
-
-    def compute(k):
-        c = a
-        for _ in range(k):
-            c = torch.mm(a, b)
-        return c
-
-    def comm_round(bufs, outs, tr, work=0):
-        kw = {"comm": comm} if tr is None else {"transport": tr}
-        reqs = [hc.iallreduce(x, o, op=args.redop, algorithm="ring", name=f"ov{i}", **kw)
-                for i, (x, o) in enumerate(zip(bufs, outs))]
-        if work:
-            compute(work)
-        hc.Request.waitall(reqs)
-
-    def timed(fn, reps=5):
-        ts = []
-        for _ in range(reps):
-            sleep_barrier(comm)
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        return comm.allreduce(float(np.median(ts)), op=MPI.MAX) * 1e6
-
-    rf = table = None
-    if rank == 0:
-        config = {k: v for k, v in vars(args).items() if k not in ("impls", "link_bps")}
-        rf = ResultsFile(args.output or str(Path("results") /
-                         f"collectives-overlap-{start.replace(':', '')}.h5"), "collectives",
-                         config, attrs=collect(comm, hosts, args.seed, start))
-        table = rf.table("overlap", [Column(*c) for c in OVERLAP_COLUMNS],
-                         "share of iallreduce time hidden behind compute")
-    say(f"# overlap: {nreq} outstanding ring iallreduce (float32) during 256x256 matmuls, "
-        f"progress={_progress()}, torch threads=1, ranks={comm.size}, "
-        f"link={_link_desc(args)}")
-    say("# shm: real MPI over shared memory; its copies are CPU work that competes with the "
-        "matmuls for the same cores")
-    if link is not None:
-        say("# link: link-model transport; wire time is waiting (a NIC's work), only "
-            "reductions and local copies cost CPU")
-    say(f"# {'transport':>9} {'size':>10} {'reqs':>5} {'t_comm':>10} {'t_compute':>10} "
-        f"{'t_overlap':>10} {'hidden':>7}")
-    say(f"# {'':>9} {'(B)':>10} {'':>5} {'(us)':>10} {'(us)':>10} {'(us)':>10} {'(%)':>7}")
-    # calibrate one matmul
-    compute(5)
-    t0 = time.perf_counter()
-    compute(50)
-    per_mm = comm.allreduce((time.perf_counter() - t0) / 50, op=MPI.MAX)
-    hidden_all = {t: [] for t, _ in transports}
-    for tname, tr in transports:
-        for size in _sizes(max(args.minbytes, 4096), args.maxbytes, args.stepfactor):
-            count = size // 4
-            bufs = [torch.ones(count) for _ in range(nreq)]
-            outs = [torch.empty(count) for _ in range(nreq)]
-            comm_round(bufs, outs, tr)
-            t_comm = timed(lambda: comm_round(bufs, outs, tr))
-            # compute meant to last 2 x t_comm: from the calibration, then corrected once
-            # from a measurement (the first calibration runs cold / under other load)
-            k = comm.bcast(max(1, int(2.0 * t_comm * 1e-6 / per_mm)), root=0)
-            t_comp = timed(lambda: compute(k))
-            if not 1.6 * t_comm <= t_comp <= 2.5 * t_comm:
-                k = comm.bcast(max(1, int(k * 2.0 * t_comm / max(t_comp, 1.0))), root=0)
-                t_comp = timed(lambda: compute(k))
-            # compute-only and overlapped alternate, so that load drifting on a shared
-            # node hits both alike; the exposed time is the median of the paired
-            # differences, t_overlap is reported as t_compute + that median
-            pairs = np.array([(timed(lambda: compute(k), reps=1),
-                               timed(lambda: comm_round(bufs, outs, tr, work=k), reps=1))
-                              for _ in range(7)])
-            t_comp = float(np.median(pairs[:, 0]))
-            exposed = float(np.median(pairs[:, 1] - pairs[:, 0]))
-            t_ov = t_comp + exposed
-            hidden = 1.0 - exposed / t_comm if t_comm > 0 else float("nan")
-            hidden_all[tname].append(hidden)
-            say(f"  {tname:>9} {size:>10} {nreq:>5} {t_comm:>10.1f} {t_comp:>10.1f} "
-                f"{t_ov:>10.1f} {100 * hidden:>7.1f}")
-            if rank == 0:
-                table.append({"transport": tname, "size": size, "requests": nreq,
-                              "t_comm": t_comm, "t_compute": t_comp, "t_overlap": t_ov,
-                              "hidden": hidden})
-    for tname, hs in hidden_all.items():
-        say(f"# mean hidden ({tname}): {100 * float(np.mean(hs)):.1f} %")
-    if rank == 0:
-        rf.set_attrs(**{f"mean_hidden_{t}": float(np.mean(hs)) for t, hs in hidden_all.items()},
-                     mean_hidden=float(np.mean(hidden_all[transports[-1][0]])))
-        rf.close("completed")
-    if link is not None:
-        link.free()
-    return 0
 
 
 if __name__ == "__main__":

@@ -9,14 +9,27 @@ Tables written (HDF5, kind ``"compress"``): ``local`` (rank 0 alone, others
 sleeping in a barrier: compress/decompress time, throughput, wire ratio,
 recall vs exact top-k), ``allreduce`` (end-to-end time of error-compensated
 compressed allreduce vs the dense ring allreduce on the same modelled link,
-max over ranks, median over repeats) and, with ``--convergence``,
-``convergence`` (digits MLP, see :mod:`hpcbench.compress.convergence`).
-``compress_ratio`` is the fraction of elements kept.
+measured side by side in one run: max over ranks, median over repeats) and,
+with ``--convergence``, ``convergence`` (digits MLP, see
+:mod:`hpcbench.compress.convergence`). ``compress_ratio`` is the fraction of
+elements kept.
+
+Where the time goes. Every allreduce row also holds a per-rank breakdown
+(:class:`~hpcbench.collectives.compressed.profile.PhaseProfile`): thread CPU
+seconds of the whole step (mean over ranks), wall and CPU of the ``encode``
+phase (error feedback + compression) and of the ``decode`` phase (max over
+ranks), and the modelled wire time (seconds this rank's link was busy,
+max over ranks). Nothing is modelled but the wire: compute is measured.
+``--outputs dense,sparse`` adds rows where sparse compressors return the
+:class:`~hpcbench.collectives.compressed.sparse_sum.SparseSum` (the form a
+sparse optimizer applies) instead of a dense tensor.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import statistics
 import time
 
@@ -24,7 +37,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from hpcbench.collectives.compressed import compressed_allreduce, dense_allreduce
+from hpcbench.collectives.compressed import PhaseProfile, compressed_allreduce, dense_allreduce
 from hpcbench.collectives.linkmodel import BandwidthTrace, LinkTransport, parse_rate
 from hpcbench.compress import ErrorFeedback, create, names, payload_nbytes
 from hpcbench.results import Column, ResultsFile
@@ -66,6 +79,12 @@ def _link(text):
     return text
 
 
+def _output(text):
+    if text not in ("dense", "sparse"):
+        raise ValueError(f"output must be dense or sparse, got {text!r}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hpcbench compress", description=__doc__.split("\n")[0])
     p.add_argument("--compressors", type=_csv(_compressor_name), default=["none", "topk", "thresholdv"],
@@ -81,8 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (warm thresholds)")
     p.add_argument("--no-allreduce", action="store_true", help="local measurements only")
+    p.add_argument("--outputs", type=_csv(_output), default=["dense"],
+                   help="result forms of the sparse compressors: dense (tensor), sparse (SparseSum)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank (>= 1)")
     p.add_argument("--convergence", action="store_true", help="also run the digits convergence check")
-    p.add_argument("--steps", type=int, default=600, help="training steps of --convergence")
+    p.add_argument("--steps", type=int, default=1200, help="training steps of --convergence")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results/compress.h5", help="HDF5 output file")
     return p
@@ -97,6 +119,8 @@ def _check(p, a):
         p.error("--repeats and --steps must be >= 1, --warmup >= 0")
     if a.trace_scale <= 0:
         p.error("--trace-scale must be > 0")
+    if a.threads < 1:
+        p.error(f"--threads must be >= 1, got {a.threads}")
 
 
 def _make(name, ratio, rank):
@@ -143,16 +167,40 @@ def _local(name, n, a):
             "recall": statistics.mean(rec) if rec else float("nan")}
 
 
-def _timed(comm, fn, a):
-    times = []
+#: per-step statistics of :func:`_timed` and how each is reduced over ranks
+STATS = (("time", max), ("cpu", statistics.mean), ("encode", max), ("encode_cpu", max),
+         ("decode", max), ("decode_cpu", max), ("wire", max))
+
+
+def _timed(comm, fn, a, tr) -> dict:
+    """Run ``fn(step, profile)`` warmup + repeats times between barriers.
+
+    Each step's :data:`STATS` are reduced over ranks (``time``: slowest rank's
+    wall seconds), then the median over the timed repeats is taken per
+    statistic. ``wire`` is the modelled busy time of the rank's outgoing link.
+    """
+    rows = []
     for step in range(a.warmup + a.repeats):
+        prof = PhaseProfile()
         sleep_barrier(comm)
-        t = time.perf_counter()
-        fn(step)
-        el = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
+        busy = tr.modelled_busy_s
+        t, c = time.perf_counter(), time.thread_time()
+        fn(step, prof)
+        wall, cpu = time.perf_counter() - t, time.thread_time() - c
+        mine = (wall, cpu, prof.wall.get("encode", math.nan), prof.cpu.get("encode", math.nan),
+                prof.wall.get("decode", math.nan), prof.cpu.get("decode", math.nan),
+                tr.modelled_busy_s - busy)
+        per_rank = comm.allgather(mine)
         if step >= a.warmup:
-            times.append(el)
-    return statistics.median(times)
+            rows.append([red([r[i] for r in per_rank]) for i, (_, red) in enumerate(STATS)])
+    return {name: statistics.median(r[i] for r in rows) for i, (name, _) in enumerate(STATS)}
+
+
+def _breakdown(r: dict) -> str:
+    def ms(v):
+        return f"{1e3 * v:>8.1f}" if math.isfinite(v) else f"{'-':>8}"
+    return (f"{ms(r['cpu'])}{ms(r['encode'])}{ms(r['encode_cpu'])}{ms(r['decode'])}"
+            f"{ms(r['decode_cpu'])}{ms(r['wire'])}")
 
 
 def main(argv=None) -> int:
@@ -165,6 +213,7 @@ def main(argv=None) -> int:
             trace = BandwidthTrace.from_mobiperf(a.trace, a.trace_index, scale=a.trace_scale)
         except (OSError, ValueError) as exc:
             parser.error(f"--trace: {exc}")
+    torch.set_num_threads(a.threads)
     comm = MPI.COMM_WORLD
     rank = comm.rank
     start = utc_now()
@@ -184,13 +233,22 @@ def main(argv=None) -> int:
             t_ar = rf.table("allreduce", [
                 Column("compressor", "str", "1"), Column("size_bytes", "i8", "B"),
                 Column("link", "str", "1"), Column("alpha", "f8", "s"),
+                Column("output", "str", "1", "result form: dense tensor or SparseSum"),
                 Column("time", "f8", "s", "compressed allreduce with error feedback, max over ranks"),
                 Column("dense_time", "f8", "s", "dense ring allreduce on the same link"),
                 Column("speedup", "f8", "1", "dense_time / time"),
                 Column("wire_bytes", "i8", "B", "bytes rank 0 sent per compressed allreduce"),
-                Column("dense_wire_bytes", "i8", "B", "bytes rank 0 sent per dense allreduce")],
+                Column("dense_wire_bytes", "i8", "B", "bytes rank 0 sent per dense allreduce"),
+                Column("cpu", "f8", "s", "thread CPU seconds per step, mean over ranks"),
+                Column("encode", "f8", "s", "wall of error feedback + compress, max over ranks"),
+                Column("encode_cpu", "f8", "s", "CPU of error feedback + compress, max over ranks"),
+                Column("decode", "f8", "s", "wall of turning payloads into the result, max over ranks"),
+                Column("decode_cpu", "f8", "s", "CPU of the decode phase, max over ranks"),
+                Column("wire", "f8", "s", "modelled busy time of a rank's link, max over ranks"),
+                Column("dense_cpu", "f8", "s", "thread CPU seconds of the dense step, mean over ranks")],
                 f"world size {comm.size}, median over repeats")
-            print(f"# hpcbench compress: {comm.size} ranks, ratio kept {a.ratio}, links {links}")
+            print(f"# hpcbench compress: {comm.size} ranks on {os.cpu_count()} cores, "
+                  f"{a.threads} thread(s) each, ratio kept {a.ratio}, links {links}")
             print(f"{'compressor':<15}{'MB':>8}{'comp ms':>10}{'dec ms':>9}{'GB/s':>8}{'wire':>9}{'recall':>8}")
         for mb in a.sizes_mb:
             n = int(mb * 1e6 / 4)
@@ -207,30 +265,44 @@ def main(argv=None) -> int:
                 sleep_barrier(comm)
         if not a.no_allreduce:
             if rank == 0:
-                print(f"\n{'compressor':<15}{'MB':>8}{'link':>9}{'time s':>10}{'dense s':>10}{'speedup':>9}")
+                print(f"\n{'compressor':<15}{'output':>7}{'MB':>8}{'link':>9}{'time s':>9}{'dense s':>9}"
+                      f"{'speedup':>8} |{'cpu ms':>8}{'enc ms':>8}{'enc cpu':>8}{'dec ms':>8}{'dec cpu':>8}"
+                      f"{'wire ms':>8}")
             for link in links:
                 tr = LinkTransport(comm, alpha=a.alpha, beta=link if not trace else 1.0, trace=trace)
                 for mb in a.sizes_mb:
                     n = int(mb * 1e6 / 4)
                     x = _grad(n, 0, rank, a.seed)
                     b0 = tr.bytes_sent
-                    dense = _timed(comm, lambda s: dense_allreduce(x, transport=tr), a)
+                    dense = _timed(comm, lambda s, prof: dense_allreduce(x, transport=tr), a, tr)
                     dense_bytes = (tr.bytes_sent - b0) // (a.warmup + a.repeats)
+                    if rank == 0:
+                        print(f"{'(dense ring)':<15}{'dense':>7}{mb:>8.2f}{link:>9}{dense['time']:>9.4f}"
+                              f"{dense['time']:>9.4f}{1.0:>8.2f} |{_breakdown(dense)}", flush=True)
                     out = torch.empty(n)
                     for name in a.compressors:
-                        c, mem = _make(name, a.ratio, rank), ErrorFeedback()
-                        xs = [_grad(n, s, rank, a.seed) for s in range(2)]
-                        b0 = tr.bytes_sent
-                        t = _timed(comm, lambda s: compressed_allreduce(xs[s % 2], "g", c, mem, transport=tr,
-                                                                         out=out), a)
-                        wire = (tr.bytes_sent - b0) // (a.warmup + a.repeats)
-                        if rank == 0:
-                            t_ar.append({"compressor": name, "size_bytes": 4 * n, "link": link,
-                                         "alpha": a.alpha, "time": t, "dense_time": dense,
-                                         "speedup": dense / t, "wire_bytes": wire,
-                                         "dense_wire_bytes": dense_bytes})
-                            print(f"{name:<15}{mb:>8.2f}{link:>9}{t:>10.4f}{dense:>10.4f}{dense / t:>9.2f}",
-                                  flush=True)
+                        for form in a.outputs:
+                            c, mem = _make(name, a.ratio, rank), ErrorFeedback()
+                            if form == "sparse" and c.kind not in ("sparse", "shared_sparse"):
+                                continue
+                            xs = [_grad(n, s, rank, a.seed) for s in range(2)]
+                            b0 = tr.bytes_sent
+                            r = _timed(comm, lambda s, prof: compressed_allreduce(
+                                xs[s % 2], "g", c, mem, transport=tr, out=out if form == "dense" else None,
+                                output=form, profile=prof), a, tr)
+                            wire = (tr.bytes_sent - b0) // (a.warmup + a.repeats)
+                            if rank == 0:
+                                t = r["time"]
+                                t_ar.append({"compressor": name, "size_bytes": 4 * n, "link": link,
+                                             "alpha": a.alpha, "output": form, "time": t,
+                                             "dense_time": dense["time"], "speedup": dense["time"] / t,
+                                             "wire_bytes": wire, "dense_wire_bytes": dense_bytes,
+                                             "cpu": r["cpu"], "encode": r["encode"],
+                                             "encode_cpu": r["encode_cpu"], "decode": r["decode"],
+                                             "decode_cpu": r["decode_cpu"], "wire": r["wire"],
+                                             "dense_cpu": dense["cpu"]})
+                                print(f"{name:<15}{form:>7}{mb:>8.2f}{link:>9}{t:>9.4f}{dense['time']:>9.4f}"
+                                      f"{dense['time'] / t:>8.2f} |{_breakdown(r)}", flush=True)
                 tr.free()
         if a.convergence:
             from hpcbench.compress.convergence import train
@@ -240,15 +312,17 @@ def main(argv=None) -> int:
                 t_cv = rf.table("convergence", [
                     Column("compressor", "str", "1"), Column("final_loss", "f8", "1", "train cross-entropy"),
                     Column("test_accuracy", "f8", "1"), Column("accuracy_drop", "f8", "1", "dense minus this"),
-                    Column("wire_bytes", "i8", "B", "bytes rank 0 sent during training")],
+                    Column("wire_bytes", "i8", "B", "bytes rank 0 sent during training"),
+                    Column("lr_scale", "f8", "1", "multiplier of SGD's learning rate (compressor.lr_scale)")],
                     f"digits MLP, {a.steps} steps, error feedback")
-                print(f"\n{'compressor':<15}{'loss':>9}{'test acc':>10}{'drop pts':>10}")
+                print(f"\n{'compressor':<15}{'loss':>9}{'test acc':>10}{'drop pts':>10}{'lr x':>7}")
                 for r in rows:
                     t_cv.append({"compressor": r["compressor"], "final_loss": r["final_loss"],
                                  "test_accuracy": r["test_accuracy"],
-                                 "accuracy_drop": dense_acc - r["test_accuracy"], "wire_bytes": r["wire_bytes"]})
+                                 "accuracy_drop": dense_acc - r["test_accuracy"], "wire_bytes": r["wire_bytes"],
+                                 "lr_scale": r["lr_scale"]})
                     print(f"{r['compressor']:<15}{r['final_loss']:>9.4f}{r['test_accuracy']:>10.4f}"
-                          f"{100 * (dense_acc - r['test_accuracy']):>10.2f}")
+                          f"{100 * (dense_acc - r['test_accuracy']):>10.2f}{r['lr_scale']:>7.3g}")
     except BaseException as exc:
         if rf is not None:
             rf.close("failed", error=f"{type(exc).__name__}: {exc}")

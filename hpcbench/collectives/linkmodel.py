@@ -142,21 +142,37 @@ class BandwidthTrace:
 
 
 class LinkRequest(P2PRequest):
-    """A modelled message: complete when MPI is done and the modelled time has come."""
+    """A modelled message: complete when MPI is done and the modelled time has come.
 
-    __slots__ = ("_reqs", "_keep", "_header", "_ready_at")
+    Parameters
+    ----------
+    reqs : list of mpi4py.MPI.Request
+        ``[header, payload]`` requests.
+    nbytes : int
+        Payload bytes.
+    header : numpy.ndarray or None
+        Receives: the 1-element buffer the arrival stamp lands in; sends: None.
+    ready_at : float or None
+        Sends: the modelled completion (the link is free again); receives: None
+        until the header has come.
+    keep : object
+        Buffers kept alive until completion.
+    min_wire : float
+        Receives: the least modelled time from departure to arrival of a message of
+        ``nbytes`` (latency plus transfer at the highest rate of the link).
+    """
+
+    __slots__ = ("_reqs", "_keep", "_header", "_ready_at", "_min_wire")
 
     def __init__(self, reqs, nbytes: int, header: np.ndarray | None, ready_at: float | None,
-                 keep=None) -> None:
+                 keep=None, min_wire: float = 0.0) -> None:
         self._reqs = reqs
         self.nbytes = nbytes
         self._done = False
         self._header = header
         self._ready_at = ready_at
         self._keep = keep
-
-    def _mpi_done(self) -> bool:
-        return all(r.Test() for r in self._reqs) if self._reqs else True
+        self._min_wire = min_wire
 
     @property
     def ready_at(self) -> float | None:
@@ -166,17 +182,35 @@ class LinkRequest(P2PRequest):
     def test(self) -> bool:
         if self._done:
             return True
-        if self._ready_at is None:
-            if not self._mpi_done():
-                return False
-            self._ready_at = float(self._header[0])
-            self._reqs = []
-        elif self._reqs:
-            if not self._mpi_done():
+        if self._reqs:
+            if self._ready_at is None:          # receive: the arrival stamp comes first
+                if not self._reqs[0].Test():
+                    return False
+                self._ready_at = float(self._header[0])
+                self._reqs = self._reqs[1:]
+            if not all(r.Test() for r in self._reqs):
                 return False
             self._reqs = []
         self._done = time.monotonic() >= self._ready_at
         return self._done
+
+    def not_before(self, now: float) -> float | None:
+        """Earliest monotonic time at which this pending request can complete, when that is
+        known without polling MPI; None when it is not (call after ``test()`` returned False).
+
+        * MPI is done: the modelled arrival (or, for a send, the time the link is free).
+        * A receive whose arrival stamp has not come: its sender has not posted the
+          message yet, so it departs no earlier than ``now`` and arrives no earlier than
+          ``now + min_wire``.
+        * Otherwise (payload bytes still moving through MPI, which needs polling): None.
+        """
+        if self._done:
+            return now
+        if not self._reqs:
+            return self._ready_at
+        if self._ready_at is None and self._header is not None:
+            return now + self._min_wire
+        return None
 
     def wait(self, backoff: Backoff | None = None) -> None:
         backoff = backoff or Backoff(spin=16)
@@ -252,7 +286,15 @@ class LinkTransport(Transport):
         header = np.empty(1, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)
-        return LinkRequest([rh, rb], buf.nbytes, header, None, keep=buf)
+        return LinkRequest([rh, rb], buf.nbytes, header, None, keep=buf,
+                           min_wire=self.alpha + 8.0 * buf.nbytes / self.peak_rate)
+
+    @property
+    def peak_rate(self) -> float:
+        """Highest bandwidth of the link in bit/s (the constant rate, or the trace's maximum)."""
+        if self.trace is not None:
+            return float(self.trace.bits_per_s.max())
+        return self.beta
 
     def free(self) -> None:
         """Free the duplicated header communicator (collective)."""

@@ -9,7 +9,10 @@ hands it to a single background *progress thread* per process. That thread
 polls ``Test`` on the awaited requests of every outstanding operation, resumes
 the generators whose requests have completed (they reduce and post the next
 messages), and sleeps with exponential backoff (20 us to 0.5 ms) when nothing
-moved, so it costs little CPU on oversubscribed nodes.
+moved, so it costs little CPU on oversubscribed nodes. When every awaited
+request knows the earliest time it can complete without polling MPI (link-model
+messages, :func:`~hpcbench.collectives._core.not_before`), it sleeps until the
+earliest of those instead, so modelled wire time costs no polls.
 
 Why a thread: MPICH only moves data (shared-memory copies, rendezvous
 handshakes) inside MPI calls, and our algorithms need Python to reduce between
@@ -31,7 +34,7 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from hpcbench.collectives._core import SPIN, modelled_wake
+from hpcbench.collectives._core import SPIN, not_before
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["Request", "progress_mode"]
@@ -192,8 +195,10 @@ class _Engine:
                 if wake is None:
                     bo.pause()
                 else:
-                    # every awaited message is on a modelled link, bytes already there:
-                    # sleep until the first modelled arrival (or a new submission)
+                    # every awaited message is on a modelled link and cannot complete
+                    # before `wake` (its bytes are there and only modelled wire time is
+                    # left, or it has not even been sent): sleep till then, or until a
+                    # new submission comes
                     delay = wake - time.monotonic()
                     if delay > 0:
                         with self._cv:
@@ -202,14 +207,15 @@ class _Engine:
 
 
 def _earliest_wake(active: list[Request]) -> float | None:
-    """Earliest modelled completion time over all awaited requests, or None when any of
-    them still needs MPI polling (see :func:`~hpcbench.collectives._core.modelled_wake`)."""
+    """Earliest time any awaited request can complete, or None when any of them needs MPI
+    polling (see :func:`~hpcbench.collectives._core.not_before`)."""
     wake = None
+    now = time.monotonic()
     for req in active:
         for q in req._pending:
             if q.test():
                 return None         # something can move now
-            t = modelled_wake(q)
+            t = not_before(q, now)
             if t is None:
                 return None
             if wake is None or t < wake:

@@ -32,11 +32,14 @@ class SparseCompressor(Compressor):
 
     kind = "sparse"
 
-    def _pack(self, flat: torch.Tensor, idx, ctx: Context) -> tuple[Payload, Context]:
+    def _pack(self, flat: torch.Tensor, idx, ctx: Context,
+              values: torch.Tensor | None = None) -> tuple[Payload, Context]:
+        """Payload of the kept positions ``idx`` (distinct); ``values`` if given must be ``flat[idx]``."""
         if isinstance(idx, np.ndarray):
             idx = torch.from_numpy(idx)
         idx = idx.reshape(-1)
-        values = flat[idx.long()] if idx.numel() else flat.new_empty(0)
+        if values is None:
+            values = torch.index_select(flat, 0, idx.long()) if idx.numel() else flat.new_empty(0)
         return (idx.to(index_dtype(ctx.numel)).contiguous(), values.contiguous()), ctx
 
     def decompress(self, payload: Payload, ctx: Context) -> torch.Tensor:
@@ -47,14 +50,19 @@ class SparseCompressor(Compressor):
         return out.view(ctx.shape)
 
     def residual(self, acc: torch.Tensor, payload: Payload, ctx: Context) -> torch.Tensor:
-        """``acc - decompress(payload)`` bitwise, without a dense decoded tensor.
+        """``acc - decompress(payload)`` bitwise, in place, with one scatter of k elements.
 
-        Off the selection ``acc - 0 == acc``; on it ``acc[i] - values[i]`` is
-        computed exactly as the dense subtraction would.
+        ``acc`` must be the tensor that was compressed (as
+        :class:`~hpcbench.compress.memory.ErrorFeedback` passes it). Off the
+        selection ``acc - 0 == acc`` is left as it is; on it ``values[i]`` *is*
+        ``acc[i]`` (payload values are the kept elements unchanged), so
+        ``acc[i] - values[i] == values[i] - values[i]`` (``+0`` for finite
+        values, NaN for inf and NaN, as the dense subtraction gives), computed
+        on the k values alone: no gather from the large tensor.
         """
         idx, values = payload
         flat = acc.contiguous().view(-1)
         if idx.numel():
-            li = idx.long()
-            flat[li] = flat[li] - values.to(flat.dtype)
+            v = values.to(flat.dtype)
+            flat.index_copy_(0, idx.long(), v - v)
         return flat.view(ctx.shape)

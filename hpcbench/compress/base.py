@@ -117,12 +117,20 @@ class Compressor:
         ``(indices, values)``), ``"shared_sparse"`` (values only; every rank
         picks the same indices), ``"quantized"`` (opaque; allgather and decode)
         or ``"lowrank"`` (PowerSGD).
+    lr_scale : float
+        Multiplier of plain SGD's learning rate that this compressor needs
+        (with error feedback), > 0; 1.0 when the decoded update has the
+        gradient's scale. Compressors whose decoded values are on another
+        scale (signSGD: +-1 per element) or arrive delayed (random-k with
+        error feedback) override it and say why. Used by the convergence
+        check (:mod:`hpcbench.compress.convergence`).
     """
 
     name: str = "base"
     unbiased: bool = False
     fixed_size: bool = True
     kind: str = "quantized"
+    lr_scale: float = 1.0
 
     def __init__(self) -> None:
         self._steps: dict[str, int] = {}

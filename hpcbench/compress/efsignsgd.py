@@ -18,9 +18,15 @@ class EFSignSGDCompressor(SignSGDCompressor):
     Compression Schemes" (ICML 2019); ``d = numel``; ``sign(0) = +1``. Meant
     to be used with error feedback (:class:`hpcbench.compress.memory.ErrorFeedback`).
     Payload ``(scale float32 (1,), bits uint8 (ceil(numel / 8),))``.
+
+    Learning rate (``lr_scale = 0.5``). The decoded update keeps the
+    gradient's l1 mass but moves it all onto +-mean|x|: coordinates with
+    small gradients get steps as large as the mean, which lets the digits
+    check diverge at SGD's rate (23.6 % at x1.0, 97.6 % at x0.5; dense 97.3 %).
     """
 
     name = "efsignsgd"
+    lr_scale = 0.5
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
         flat = float_input(as_flat(tensor))

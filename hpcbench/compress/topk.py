@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from hpcbench.compress._select import TopKSelector
 from hpcbench.compress._sparse import SparseCompressor, k_of
 from hpcbench.compress.base import Context, Payload, as_flat, check_ratio
 
@@ -13,31 +14,38 @@ __all__ = ["TopKCompressor"]
 class TopKCompressor(SparseCompressor):
     """Keep the ``k = ceil(compress_ratio * numel)`` largest-magnitude elements.
 
-    The selection is ``torch.topk(tensor.abs().flatten(), k)`` (ties broken as
-    torch does). Payload ``(indices int32/int64 of shape (k,), values of shape
-    (k,) in the tensor's dtype)``. Biased; use with error feedback
-    (Stich et al., 2018; Aji & Heafield, 2017).
+    The selected set is the one of ``torch.topk(tensor.abs().flatten(), k)``
+    (up to the choice among ties at the k-th magnitude), computed by
+    :class:`~hpcbench.compress._select.TopKSelector`: a sampled threshold, one
+    chunked candidate pass, one ``np.partition`` of the ~1.16 k candidates;
+    large float32/float64 tensors never go through a full ``torch.topk``. Payload
+    ``(indices int32/int64 of shape (k,), values of shape (k,) in the tensor's
+    dtype)``; indices ascending on the fast path. Biased; use with error
+    feedback (Stich et al., 2018; Aji & Heafield, 2017).
 
     Parameters
     ----------
     compress_ratio : float, default 0.01
         Fraction of elements **kept**, in (0, 1].
+    selector : TopKSelector, optional
+        Selection engine (sample size, chunk, fallback size); default one.
     """
 
     name = "topk"
     unbiased = False
     fixed_size = True
 
-    def __init__(self, compress_ratio: float = 0.01) -> None:
+    def __init__(self, compress_ratio: float = 0.01, selector: TopKSelector | None = None) -> None:
         super().__init__()
         self.compress_ratio = check_ratio(compress_ratio)
+        self.selector = selector if selector is not None else TopKSelector()
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
         flat = as_flat(tensor)
         ctx = self._context(tensor, name)
         k = k_of(flat.numel(), self.compress_ratio)
-        idx = torch.topk(flat.abs(), k, sorted=False).indices if k else flat.new_empty(0, dtype=torch.long)
-        return self._pack(flat, idx, ctx)
+        idx, values = self.selector.select(flat, k)
+        return self._pack(flat, idx, ctx, values)
 
     def __repr__(self) -> str:
         return f"TopKCompressor(compress_ratio={self.compress_ratio})"

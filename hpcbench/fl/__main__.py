@@ -34,6 +34,9 @@ def parse_args(argv: list[str]):
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    from hpcbench.runtime.wakeup import block_wake_signal
+
+    block_wake_signal()  # before mpi4py and torch start threads (see hpcbench.runtime.wakeup)
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
            "FLConfig", "load_config", "flatten_keys"]
@@ -88,8 +88,21 @@ class TracesConfig(_Strict):
     compute_scale: float = Field(1.0, gt=0)
 
 
+def _concurrency(value):
+    if value in ("cores", "all") or (type(value) is int and value >= 1):
+        return value
+    raise ValueError("expected 'cores', 'all' or an integer >= 1")
+
+
 class FLConfig(_Strict):
-    """A federated emulation job (see ``jobs/configs/*.yaml`` for examples)."""
+    """A federated emulation job (see ``jobs/configs/*.yaml`` for examples).
+
+    ``executor_concurrency`` bounds how many executors of one node train in a
+    round: ``cores`` (default) as many as the node has cores available to
+    its executors, ``all`` every executor, or a number. The active executors
+    rotate round by round; results do not depend on it (see
+    :mod:`hpcbench.fl.emulation`).
+    """
 
     job_name: str = Field("fl", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = Field(1, ge=0, le=2**32 - 1)
@@ -106,6 +119,7 @@ class FLConfig(_Strict):
     aggregator: Literal["fedavg"] = "fedavg"
     server_learning_rate: float = Field(1.0, gt=0, le=100)
     eval_interval: int = Field(5, ge=1)
+    executor_concurrency: Annotated[Union[str, int], BeforeValidator(_concurrency)] = "cores"
     target_accuracy: float = Field(0.9, gt=0, le=1)
     stop_at_target: bool = False
     traces: TracesConfig = TracesConfig()

@@ -1,20 +1,36 @@
 """The round loop on MPI ranks: rank 0 aggregates, ranks 1..P-1 execute clients.
 
 Per round, the aggregator plans the round (selection, virtual timing,
-stragglers and the executor assignment; all seeded), then sends each executor
-a control word with its client ids and the global model, point to point.
+stragglers and the executor assignment; all seeded), then sends each of the
+round's executors its client ids and the global model, point to point, and
+wakes it (:mod:`hpcbench.runtime.wakeup`, for executors on its node).
 Executors do no planning, so the per-round bookkeeping costs one rank's CPU
 however many ranks there are. Each executor trains its clients from the model
-and sends one block of updates back, and the aggregator applies FedAvg in ascending client id order, so the aggregated
-model has the same bits whatever the world size. At ``-np 1`` rank 0 executes
-too. Every wait polls and sleeps (:mod:`hpcbench.runtime.wait`): an idle rank
-leaves the cores to the ranks that train.
+and sends one block of updates back in eager-sized pieces
+(:mod:`hpcbench.runtime.chunked`), and the aggregator applies FedAvg in
+ascending client id order, so the aggregated model has the same bits whatever
+the world size. At ``-np 1`` rank 0 executes too. Every wait polls and sleeps
+(:mod:`hpcbench.runtime.wait`): an idle rank leaves the cores to the ranks
+that train. The end of the job is one message on its own tag to every
+executor.
+
+Oversubscribed nodes. With more executors on a node than cores (64 ranks on
+2 cores), giving every executor a client or two makes dozens of processes
+time-slice the cores within each round: each client's training is cut into
+many slices and runs ~50 % slower from the cache refills alone. So by
+default (``executor_concurrency: cores``) each round uses, per node, only as
+many executors as the node has cores available to them (the union of their
+CPU affinity masks), chosen in rotation so every executor takes its turn, and
+balances the clients over those by expected work. ``all`` uses every executor
+each round; a number caps the executors per node. Which executor trains a
+client never changes its result.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import os
 import resource
 import socket
 import time
@@ -29,10 +45,11 @@ from hpcbench.fl.output import (CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STA
 from hpcbench.fl.training import client_generator, evaluate, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
+from hpcbench.runtime.wakeup import Waker
 
 __all__ = ["assign_clients", "Emulation", "Summary"]
 
-_GO, _STOP = 1, 0
+_STOP_TAG = 1  # the end of the job; round r uses tags 3r, 3r+1, 3r+2 (r >= 1)
 _META = 4  # num_examples, train_loss, train_wall_s, train_cpu_s
 
 
@@ -103,6 +120,8 @@ class Emulation:
         self.clock = clock
         self.aggregator = aggregator
         self.executors = list(range(1, self.size)) or [0]
+        self._nodes = self._executor_nodes()
+        self.waker = Waker(comm)
         self.num_params = sum(p.numel() for p in model.parameters())
         self._model_buf = np.zeros(self.num_params, dtype=np.float32)
         self._cap = math.ceil(cfg.participants * cfg.overcommitment)
@@ -110,13 +129,44 @@ class Emulation:
         self._train_wall = 0.0
         self._sizes = dataset.client_sizes()
 
+    # -- who trains ----------------------------------------------------------------------------
+    def _executor_nodes(self) -> list[tuple[list[int], int]]:
+        """Per node: its executor ranks and how many may train at once (collective, at setup)."""
+        try:
+            cores = frozenset(os.sched_getaffinity(0))
+        except AttributeError:  # no affinity API (macOS): count the machine's cores
+            cores = frozenset(range(os.cpu_count() or 1))
+        info = self.comm.allgather((socket.gethostname(), cores))
+        hosts: dict[str, list[int]] = {}
+        for rank in self.executors:
+            hosts.setdefault(info[rank][0], []).append(rank)
+        setting = self.cfg.executor_concurrency
+        nodes = []
+        for ranks in hosts.values():
+            if setting == "all":
+                k = len(ranks)
+            elif setting == "cores":
+                k = len(frozenset().union(*(info[r][1] for r in ranks)))
+            else:
+                k = int(setting)
+            nodes.append((ranks, max(1, min(k, len(ranks)))))
+        return nodes
+
+    def active_executors(self, round_: int) -> list[int]:
+        """Executor ranks that train in ``round_``: per node, its next ``k`` in rotation."""
+        out = []
+        for ranks, k in self._nodes:
+            start = ((round_ - 1) * k) % len(ranks)
+            out += [ranks[(start + i) % len(ranks)] for i in range(k)]
+        return sorted(out)
+
     # -- one round, every rank --------------------------------------------------------------
     def _plan(self, round_: int):
         timing = self.clock.next_round(round_)
         ids = timing.client_ids[timing.aggregated]
         cfg = self.cfg
         work = cfg.local_steps * np.minimum(cfg.batch_size, self._sizes[ids])
-        return timing, assign_clients(ids, work, self.executors)
+        return timing, assign_clients(ids, work, self.active_executors(round_))
 
     def _result_block(self, n: int):
         """One byte buffer holding ``n`` clients' metadata then their updates (one transfer)."""
@@ -139,8 +189,8 @@ class Emulation:
         self._trained += len(ids)
         return buf, deltas, meta
 
-    def _dispatch(self, round_: int, flag: int, params: np.ndarray | None, plan) -> list:
-        """Aggregator: send each executor its control word, its client ids and the global model.
+    def _dispatch(self, round_: int, params: np.ndarray, plan) -> list:
+        """Aggregator: send each active executor its client count and ids, and the global model.
 
         Point-to-point sends from rank 0 rather than a broadcast tree: an
         executor needs no other rank to forward anything, so a rank that is
@@ -149,26 +199,45 @@ class Emulation:
         sends complete without waiting for executors to wake up.
         """
         reqs = []
-        for rank in self.executors:
+        for rank, ids in plan.items():
             if rank == 0:
                 continue
-            ids = plan.get(rank, np.zeros(0, np.int64)) if plan else np.zeros(0, np.int64)
-            ctrl = np.zeros(2 + self._cap, dtype=np.int64)
-            ctrl[0], ctrl[1] = flag, len(ids)
-            ctrl[2:2 + len(ids)] = ids
+            ctrl = np.zeros(1 + self._cap, dtype=np.int64)
+            ctrl[0] = len(ids)
+            ctrl[1:1 + len(ids)] = ids
             reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * round_))
-            if flag == _GO:
+            if len(ids):
                 reqs += isend_chunked(self.comm, params, rank, 3 * round_ + 1)
+            self.waker.wake(rank)
         return reqs
 
-    def _receive_work(self, round_: int):
-        """Executor: sleep until the aggregator's control word arrives; then the model."""
-        ctrl = np.empty(2 + self._cap, dtype=np.int64)
-        sleep_wait(self.comm.Irecv(ctrl, source=0, tag=3 * round_), Backoff(first_s=1e-3, max_s=2e-2))
-        if ctrl[0] != _GO:
-            return None
+    def _stop_executors(self) -> None:
+        """Aggregator: tell every executor the job is over (after the last round, or at the target)."""
+        stop = np.zeros(1, dtype=np.int64)
+        reqs = [self.comm.Isend(stop, dest=rank, tag=_STOP_TAG) for rank in self.executors if rank != 0]
+        for rank in self.executors:
+            self.waker.wake(rank)
+        sleep_waitall(reqs)
+
+    def _receive_work(self, round_: int, stop_req: MPI.Request):
+        """Executor: sleep until round ``round_``'s work arrives (ids, then the model) or the job ends.
+
+        Returns None when the aggregator stopped the job first.
+        """
+        ctrl = np.empty(1 + self._cap, dtype=np.int64)
+        req = self.comm.Irecv(ctrl, source=0, tag=3 * round_)
+        # woken by the aggregator's signal when on its node: sleep long between polls
+        backoff = Backoff(first_s=1e-3, max_s=0.25 if self.waker.can_wake(0) else 2e-2, sleep=self.waker.sleep)
+        while not req.Test():
+            if stop_req.Test():
+                req.Cancel()
+                req.Wait()
+                return None
+            backoff.pause()
+        if ctrl[0] == 0:
+            return np.zeros(0, np.int64)
         sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
-        return ctrl[2:2 + ctrl[1]].copy()
+        return ctrl[1:1 + ctrl[0]].copy()
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, results=None, progress=None) -> Summary:
@@ -185,21 +254,27 @@ class Emulation:
                 if results else None
             x_test, y_test = self.dataset.test_set()
         stop = False
+        if self.rank != 0:
+            self._stop_buf = np.zeros(1, dtype=np.int64)
+            stop_req = self.comm.Irecv(self._stop_buf, source=0, tag=_STOP_TAG)
         for round_ in range(1, cfg.rounds + 1):
             round_t0 = time.perf_counter()
             if self.rank != 0:
-                mine = self._receive_work(round_)
+                if self.rank not in self.active_executors(round_):
+                    continue  # not this executor's turn: no message, no wake-up
+                mine = self._receive_work(round_, stop_req)
                 if mine is None:
                     break
                 block, _, _ = self._train(mine, round_, torch.from_numpy(self._model_buf))
                 if len(mine):
-                    sleep_waitall(isend_chunked(self.comm, block, 0, 3 * round_ + 2))
+                    sends = isend_chunked(self.comm, block, 0, 3 * round_ + 2)
+                    self.waker.wake(0)
+                    sleep_waitall(sends)
                 continue
             if stop:
-                sleep_waitall(self._dispatch(round_, _STOP, None, None))
                 break
             timing, plan = self._plan(round_)
-            sends = self._dispatch(round_, _GO, params, plan)
+            sends = self._dispatch(round_, params, plan)
             mine = plan.get(0, np.zeros(0, np.int64))
             _, deltas, meta = self._train(mine, round_, torch.from_numpy(params))
             # aggregator: gather every executor's block, order by client id, aggregate
@@ -211,7 +286,8 @@ class Emulation:
                 buf, d, m = self._result_block(len(ids))
                 reqs += irecv_chunked(self.comm, buf, rank, 3 * round_ + 2)
                 blocks[rank] = (ids, d, m)
-            sleep_waitall(reqs + sends, Backoff(max_s=5e-3))
+            wakeable = all(self.waker.can_wake(rank) for rank in plan if rank != 0)
+            sleep_waitall(reqs + sends, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
             ids_all = np.concatenate([b[0] for b in blocks.values()])
             ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()])
             order = np.argsort(ids_all, kind="stable")
@@ -241,6 +317,11 @@ class Emulation:
                 progress.update(1)
                 shown = summary.final_accuracy
                 progress.set_postfix(acc=f"{shown:.3f}", vtime=f"{timing.end_s:.0f}s", refresh=False)
+        if self.rank == 0:
+            self._stop_executors()
+        else:
+            sleep_wait(stop_req, Backoff(first_s=1e-3, max_s=0.25 if self.waker.can_wake(0) else 2e-2,
+                                         sleep=self.waker.sleep))
         summary.wall_s = time.perf_counter() - t0
         summary.final_parameters = params if params is not None else summary.final_parameters
         self._gather_rank_stats(results)

@@ -28,11 +28,15 @@ class Backoff:
         First sleep in seconds.
     max_s : float, default 2e-3
         Longest sleep in seconds; the interval doubles up to this value.
+    sleep : callable, optional
+        ``sleep(seconds)``; default ``time.sleep``. A
+        :meth:`hpcbench.runtime.wakeup.Waker.sleep` lets a peer on the same
+        node cut the sleep short.
     """
 
-    __slots__ = ("spin", "first_s", "max_s", "_polls", "_sleep_s")
+    __slots__ = ("spin", "first_s", "max_s", "_polls", "_sleep_s", "_sleep")
 
-    def __init__(self, spin: int = 0, first_s: float = 5e-5, max_s: float = 2e-3) -> None:
+    def __init__(self, spin: int = 0, first_s: float = 5e-5, max_s: float = 2e-3, sleep=None) -> None:
         if spin < 0:
             raise ValueError(f"spin must be >= 0, got {spin!r}")
         if not 0 < first_s <= max_s:
@@ -40,6 +44,7 @@ class Backoff:
         self.spin = spin
         self.first_s = first_s
         self.max_s = max_s
+        self._sleep = sleep or time.sleep
         self.reset()
 
     def reset(self) -> None:
@@ -52,7 +57,7 @@ class Backoff:
         self._polls += 1
         if self._polls <= self.spin:
             return
-        time.sleep(self._sleep_s)
+        self._sleep(self._sleep_s)
         self._sleep_s = min(self._sleep_s * 2.0, self.max_s)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -268,5 +269,113 @@ def test_link_transport_small_and_progress_sleeps(comm):
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
         assert wall >= 4 * 8 * (1 << 20) / 1e9 * (n - 1) / n   # modelled time was waited
         assert cpu < 0.6 * wall, (cpu, wall)
+    finally:
+        lt.free()
+
+
+def _forge_name(prefix: str, crc: int, nchars: int = 48) -> str:
+    """A name ``prefix + [ab]*nchars`` with ``crc32(f"{name}#0") == crc``.
+
+    CRC-32 is affine in the message bits for a fixed length, so which of the
+    ``a``/``b`` flips to make is a linear system over GF(2), solved by elimination.
+    """
+    def crc_of(chars):
+        return zlib.crc32((prefix + "".join(chars) + "#0").encode())
+
+    base = ["a"] * nchars
+    c0 = crc_of(base)
+    pivots: dict[int, tuple[int, int]] = {}        # top bit -> (crc delta, flip mask)
+    for i in range(nchars):
+        v, mask = crc_of(base[:i] + ["b"] + base[i + 1:]) ^ c0, 1 << i
+        for bit in sorted(pivots, reverse=True):
+            if v >> bit & 1:
+                v, mask = v ^ pivots[bit][0], mask ^ pivots[bit][1]
+        if v:
+            pivots[v.bit_length() - 1] = (v, mask)
+    want, mask = c0 ^ crc, 0
+    for bit in sorted(pivots, reverse=True):
+        if want >> bit & 1:
+            want, mask = want ^ pivots[bit][0], mask ^ pivots[bit][1]
+    assert want == 0, "CRC not reachable with these flips"
+    name = prefix + "".join("b" if mask >> i & 1 else "a" for i in range(nchars))
+    assert zlib.crc32(f"{name}#0".encode()) == crc
+    return name
+
+
+def test_dense_and_compressed_tags_never_collide(comm):
+    """A dense iallreduce and a compressed sparse allreduce outstanding at once, started
+    in opposite orders on neighbouring ranks, where the dense name is chosen so that
+    under the old scheme (dense: ``1 + crc32 % (TAG_UB - 1)``; compressed: ``2**24 + 8 s``
+    for the ``s``-th compressed call) both would have used the same tag and their
+    messages would have matched each other's receives."""
+    from hpcbench.collectives._core import context_for
+    from hpcbench.collectives.compressed import icompressed_allreduce
+    from hpcbench.collectives.tags import TagSpace
+    from hpcbench.compress import create
+
+    n, r = comm.size, comm.rank
+    tag_ub = context_for(comm).tags.tag_ub
+    fresh = TagSpace(tag_ub)                       # replays the allocations of this fresh comm
+    for s, alg in enumerate(("allgather", "ring")):
+        old_compressed = (1 << 24) + 8 * s
+        name = _forge_name(f"dense{s}-", old_compressed - 1)
+        if tag_ub > old_compressed:                # the old scheme's collision is real here
+            assert 1 + zlib.crc32(f"{name}#0".encode()) % (tag_ub - 1) == old_compressed
+        dense_tag, comp_tag = fresh.named(name), fresh.block()
+        assert fresh.family(dense_tag) == "dense" and fresh.family(comp_tag) == "compressed"
+
+        x = np.full(1 << 16, float(r + 1), dtype=np.float32)     # ring: several messages
+        g = torch.arange(4000, dtype=torch.float32) * (r + 1)    # same top-k indices everywhere
+        comp = create("topk", compress_ratio=0.1)
+
+        def dense():
+            return hc.iallreduce(x, algorithm="ring", comm=comm, name=name)
+
+        def sparse():
+            return icompressed_allreduce(g, "grad", comp, comm=comm, algorithm=alg)
+
+        if r % 2 == 0:
+            d, c = dense(), sparse()
+        else:
+            c, d = sparse(), dense()
+        got_c, got_d = c.wait(), d.wait()
+        total = n * (n + 1) / 2
+        np.testing.assert_array_equal(got_d, np.full_like(x, total))
+        want = torch.arange(4000, dtype=torch.float32) * total
+        want[:3600] = 0                            # k = 400 largest magnitudes kept
+        assert torch.equal(got_c, want), (alg, r)
+
+
+def test_link_not_before_is_a_lower_bound(comm):
+    """A receive whose message was not sent yet cannot complete before ``now + alpha +
+    bytes / rate`` (what lets the progress thread sleep instead of polling), and does
+    complete after that bound; a send knows its modelled end."""
+    from hpcbench.collectives.linkmodel import LinkTransport
+    n, r = comm.size, comm.rank
+    lt = LinkTransport(comm, alpha=1e-3, beta="1Gbit")
+    try:
+        if n == 1:
+            return
+        nbytes = 1 << 17                             # 1.05 ms at 1 Gbit/s
+        if r == 1:
+            buf = np.zeros(nbytes, np.uint8)
+            q = lt.irecv(buf, 0, tag=7)
+            assert not q.test()
+            now = time.monotonic()
+            bound = q.not_before(now)
+            assert bound == pytest.approx(now + 1e-3 + 8 * nbytes / 1e9)
+            comm.Barrier()                           # rank 0 sends only after this
+            q.wait()
+            assert time.monotonic() >= bound and (buf == 1).all()
+        elif r == 0:
+            comm.Barrier()
+            s = lt.isend(np.ones(nbytes, np.uint8), 1, tag=7)
+            if not s.test():
+                t = s.not_before(time.monotonic())
+                assert t is None or t == s.ready_at
+            s.wait()
+            assert time.monotonic() >= s.ready_at
+        else:
+            comm.Barrier()
     finally:
         lt.free()

@@ -133,3 +133,56 @@ def test_bandwidth_trace_replay():
     assert tr.transfer_time(8e6 * 0.5 + 16e6 * 0.25, 0.0) == pytest.approx(0.75)
     assert tr.transfer_time(2 * (8e6 * 0.5 + 16e6 * 0.5), 0.0) == pytest.approx(2.0)
     assert tr.rate_at(0.7) == 16e6 and tr.rate_at(1.2) == 8e6
+
+
+@pytest.mark.parametrize("name", ["topk", "thresholdv", "threshold", "dgc", "randomk"])
+def test_sparse_output_is_the_dense_result(comm, name):
+    """output="sparse": to_dense() bitwise equals output="dense" (same rank-ordered sums),
+    coalesce() agrees with it, add_to() applies it, and every rank holds the same result."""
+    from hpcbench.collectives.compressed import SparseSum
+
+    algs = ("allgather", "ring") if name != "randomk" else ("auto",)
+    for n in (0, 1, 1000, 70_000):            # 70_000: top-k's fast selection path
+        for alg in algs:
+            torch.manual_seed(77 * comm.rank + n)
+            x = torch.randn(n)
+            x[: n // 10] += 1.0                  # overlapping selections across ranks
+            a, b = make(name, comm.rank), make(name, comm.rank)
+            ma, mb = ErrorFeedback(), ErrorFeedback()
+            for step in range(2):                # second step: with a residual
+                dense = compressed_allreduce(x, "g", a, ma, comm=comm, algorithm=alg)
+                sp = compressed_allreduce(x, "g", b, mb, comm=comm, algorithm=alg, output="sparse")
+                assert isinstance(sp, SparseSum) and sp.shape == x.shape
+                assert torch.equal(sp.to_dense(), dense), (name, n, alg, step)
+                assert torch.equal(ma.residuals["g"], mb.residuals["g"])
+                idx, vals = sp.coalesce()
+                assert torch.equal(vals, dense.view(-1)[idx])
+                assert torch.count_nonzero(dense) <= idx.numel()
+                applied = sp.add_to(torch.ones(n), alpha=-0.5)     # a sparse SGD step
+                assert torch.allclose(applied, torch.ones(n) - 0.5 * dense, atol=1e-5, rtol=1e-6)
+                everyone = comm.allgather(dense.numpy().tobytes())
+                assert all(e == everyone[0] for e in everyone)
+
+
+def test_sparse_output_rejected_where_meaningless(comm):
+    x = torch.randn(10)
+    with pytest.raises(ValueError, match="sparse compressor"):
+        icompressed_allreduce(x, "q", create("qsgd", seed=0), comm=comm, output="sparse")
+    with pytest.raises(ValueError, match="out is only used"):
+        icompressed_allreduce(x, "t", create("topk"), comm=comm, output="sparse", out=torch.empty(10))
+    with pytest.raises(ValueError, match="output must be"):
+        icompressed_allreduce(x, "t", create("topk"), comm=comm, output="coo")
+
+
+def test_profile_records_encode_and_decode(comm):
+    from hpcbench.collectives.compressed import PhaseProfile
+
+    prof = PhaseProfile()
+    x = torch.randn(5000)
+    out = torch.full((5000,), 3.0)
+    got = compressed_allreduce(x, "p", create("topk"), ErrorFeedback(), comm=comm, out=out, profile=prof)
+    assert got.data_ptr() == out.data_ptr()
+    assert set(prof.wall) == {"encode", "decode"} and set(prof.cpu) == {"encode", "decode"}
+    assert all(v >= 0 for v in list(prof.wall.values()) + list(prof.cpu.values()))
+    expect = comm.allreduce(local_contribution(create("topk"), x, "p").numpy().astype(np.float64))
+    assert np.allclose(got.numpy(), expect, atol=1e-5)    # the stale 3.0 was zeroed first

@@ -16,6 +16,13 @@ Which communicator runs is chosen by ``compressor.kind``:
 ``shared_sparse``  ring allreduce of the values only (``randomk``)
 ``quantized``      allgather of payloads, decode each, sum in rank order
 ``lowrank``        PowerSGD's P then Q allreduce
+
+For the sparse kinds ``output="sparse"`` returns a
+:class:`~hpcbench.collectives.compressed.sparse_sum.SparseSum` instead of a
+dense tensor (no pass over the whole tensor; ``to_dense()`` gives bitwise the
+dense result). ``profile=`` takes a
+:class:`~hpcbench.collectives.compressed.profile.PhaseProfile` that receives
+the wall and CPU time of the encode and decode phases.
 """
 
 from __future__ import annotations
@@ -26,54 +33,66 @@ from mpi4py import MPI
 from hpcbench.collectives.compressed._engine import (CompressedRequest, get_transport, next_tag,
                                                      ring_allreduce, run)
 from hpcbench.collectives.compressed.powersgd import powersgd_gen
+from hpcbench.collectives.compressed.profile import PhaseProfile
 from hpcbench.collectives.compressed.quantized import quantized_allgather_gen
 from hpcbench.collectives.compressed.sparse import (shared_sparse_gen, sparse_allgather_gen,
                                                     sparse_ring_gen)
+from hpcbench.collectives.compressed.sparse_sum import SparseSum
 from hpcbench.collectives.transport import Transport
 from hpcbench.compress.base import Compressor
 from hpcbench.compress.memory import Memory, NoMemory
 
 __all__ = ["compressed_allreduce", "icompressed_allreduce", "dense_allreduce", "idense_allreduce",
-           "CompressedRequest", "ALGORITHMS"]
+           "CompressedRequest", "ALGORITHMS", "OUTPUTS", "SparseSum", "PhaseProfile"]
 
 ALGORITHMS = ("auto", "allgather", "ring")
+OUTPUTS = ("dense", "sparse")
+#: compressor kinds that support ``output="sparse"``
+SPARSE_KINDS = ("sparse", "shared_sparse")
 
 
-def _gen(tensor, name, compressor, memory, tr, tag, algorithm, out=None):
-    result = yield from _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out)
-    if out is None or result.data_ptr() == out.data_ptr():
+def _gen(tensor, name, compressor, memory, tr, tag, algorithm, out=None, output="dense",
+         profile=None):
+    result = yield from _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out, output,
+                                   profile)
+    if output == "sparse" or out is None or result.data_ptr() == out.data_ptr():
         return result
     out.copy_(result)
     return out
 
 
-def _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out=None):
+def _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out=None, output="dense",
+               profile=None):
+    stamp = PhaseProfile.start()
+    acc = memory.compensate(tensor, name)
     if compressor.kind == "lowrank":
-        acc = memory.compensate(tensor, name)
         out = yield from powersgd_gen(tr, tag, acc, name, compressor, memory)
         return out.view(tensor.shape)
-    acc = memory.compensate(tensor, name)
     payload, ctx = compressor.compress(acc, name)
     if compressor.kind == "dense":
         send = payload[0]
     memory.update(acc, name, compressor, payload, ctx)
+    if profile is not None:
+        profile.stop("encode", stamp)
     if compressor.kind == "dense":
         out = yield from ring_allreduce(tr, tag, send.to(ctx.dtype))
     elif compressor.kind == "shared_sparse":
-        out = yield from shared_sparse_gen(tr, tag, payload, ctx, compressor)
+        out = yield from shared_sparse_gen(tr, tag, payload, ctx, compressor, output)
     elif compressor.kind == "sparse" and algorithm == "ring":
-        out = yield from sparse_ring_gen(tr, tag, payload, ctx)
+        out = yield from sparse_ring_gen(tr, tag, payload, ctx, output)
     elif compressor.kind == "sparse":
-        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out)
+        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out,
+                                              output, profile)
     else:
         out = yield from quantized_allgather_gen(tr, tag, payload, ctx, compressor)
-    return out.view(tensor.shape)
+    return out if output == "sparse" else out.view(tensor.shape)
 
 
 def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compressor,
                           memory: Memory | None = None, transport: Transport | None = None,
                           comm: MPI.Comm | None = None, algorithm: str = "auto",
-                          out: torch.Tensor | None = None) -> CompressedRequest:
+                          out: torch.Tensor | None = None, output: str = "dense",
+                          profile: PhaseProfile | None = None) -> CompressedRequest:
     """Start a compressed allreduce (sum); returns a request whose ``wait()`` gives the result.
 
     Parameters
@@ -93,14 +112,33 @@ def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compresso
     algorithm : {"auto", "allgather", "ring"}
         Sparse communicator choice (``auto`` = ``allgather``); ignored for other kinds.
     out : torch.Tensor, optional
-        Where to write the result (same shape and dtype as ``tensor``).
+        Where to write the result (same shape and dtype as ``tensor``); only
+        with ``output="dense"``.
+    output : {"dense", "sparse"}
+        ``"sparse"`` (sparse kinds only: topk, threshold, thresholdv, dgc,
+        randomk) returns a :class:`SparseSum` of the per-rank ``(indices,
+        values)`` in rank order instead of scatter-adding them into a dense
+        tensor; ``result.to_dense()`` is bitwise the ``"dense"`` result.
+    profile : PhaseProfile, optional
+        Accumulates wall and thread-CPU seconds of the ``encode`` phase (error
+        feedback, compression, residual update; not recorded for PowerSGD,
+        whose compression is interleaved with its two allreduces) and, for the
+        sparse allgather, ``decode``.
 
     Returns
     -------
     CompressedRequest
         ``wait()`` returns a tensor of ``tensor``'s shape and dtype holding
         ``sum over ranks of decompress(compress(tensor + e))`` (for PowerSGD,
-        ``P_hat Q_sum^T``).
+        ``P_hat Q_sum^T``), or that sum as a :class:`SparseSum`.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``algorithm`` or ``output``; ``output="sparse"`` with a
+        non-sparse compressor or with ``out``; ``out`` of the wrong shape/dtype.
+    TypeError
+        If ``compressor`` is not a :class:`Compressor`.
 
     Notes
     -----
@@ -111,20 +149,28 @@ def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compresso
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     if not isinstance(compressor, Compressor):
         raise TypeError(f"compressor must be a Compressor, got {type(compressor).__name__}")
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    if output == "sparse" and compressor.kind not in SPARSE_KINDS:
+        raise ValueError(f"output='sparse' needs a sparse compressor (kind in {SPARSE_KINDS}), "
+                         f"{compressor.name!r} has kind {compressor.kind!r}")
+    if output == "sparse" and out is not None:
+        raise ValueError("out is only used with output='dense'")
     tr = get_transport(transport, comm)
     if out is not None and (out.shape != tensor.shape or out.dtype != tensor.dtype):
         raise ValueError("out must have the shape and dtype of tensor")
     return CompressedRequest(_gen(tensor, name, compressor, memory or NoMemory(), tr, next_tag(tr),
-                                  algorithm, out))
+                                  algorithm, out, output, profile))
 
 
 def compressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compressor,
                          memory: Memory | None = None, transport: Transport | None = None,
                          comm: MPI.Comm | None = None, algorithm: str = "auto",
-                         out: torch.Tensor | None = None) -> torch.Tensor:
-    """Blocking form of :func:`icompressed_allreduce`; returns the summed tensor."""
+                         out: torch.Tensor | None = None, output: str = "dense",
+                         profile: PhaseProfile | None = None) -> torch.Tensor | SparseSum:
+    """Blocking form of :func:`icompressed_allreduce`; returns the summed tensor (or SparseSum)."""
     return icompressed_allreduce(tensor, name, compressor, memory, transport, comm, algorithm,
-                                 out).wait()
+                                 out, output, profile).wait()
 
 
 def idense_allreduce(tensor: torch.Tensor, transport: Transport | None = None,

@@ -15,16 +15,12 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from hpcbench.collectives._core import context_for
 from hpcbench.collectives.transport import Transport
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["CompressedRequest", "next_tag", "get_transport", "ring_allgatherv", "ring_allreduce",
            "pack", "unpack", "run"]
-
-_TAG_BASE = 1 << 24
-_TAG_SLOTS = 1 << 16
-_TAG_STRIDE = 8
-_seq: dict[int, int] = {}
 
 
 def get_transport(transport: Transport | None, comm: MPI.Comm | None) -> Transport:
@@ -37,15 +33,14 @@ def get_transport(transport: Transport | None, comm: MPI.Comm | None) -> Transpo
 def next_tag(tr: Transport) -> int:
     """Base tag of the next compressed collective on ``tr`` (same sequence on every rank).
 
-    Counted per communicator (its Fortran handle), so transports built on
-    the same communicator never reuse a live tag. Every rank must start
-    compressed collectives on one communicator in the same order; each call
-    owns ``_TAG_STRIDE`` consecutive tags.
+    Taken from the compressed range of the communicator's shared tag space
+    (:class:`hpcbench.collectives.tags.TagSpace`), disjoint from the dense
+    collectives' tags and bounded by ``MPI.TAG_UB``. Counted per communicator,
+    so transports built on the same communicator never reuse a live tag.
+    Every rank must start compressed collectives on one communicator in the
+    same order; each call owns ``COMPRESSED_STRIDE`` (8) consecutive tags.
     """
-    key = tr.comm.py2f()
-    s = _seq.get(key, 0)
-    _seq[key] = s + 1
-    return _TAG_BASE + (s % _TAG_SLOTS) * _TAG_STRIDE
+    return context_for(tr.comm).tags.block()
 
 
 class CompressedRequest:

@@ -5,45 +5,106 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hpcbench.collectives.compressed._engine import (allgather_sizes, pack, ring_allgatherv,
-                                                     unpack)
+from hpcbench.collectives.compressed._engine import allgather_sizes, pack, ring_allreduce, unpack
+from hpcbench.collectives.compressed.profile import PhaseProfile
+from hpcbench.collectives.compressed.sparse_sum import SparseSum
 from hpcbench.collectives.transport import Transport
 
-__all__ = ["sparse_allgather_gen", "sparse_ring_gen", "shared_sparse_gen"]
+__all__ = ["sparse_allgather_gen", "sparse_ring_gen", "shared_sparse_gen", "scatter_sum"]
 
 
-def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool, out=None):
-    """Generator: allgather every rank's ``(indices, values)``, scatter-add into a dense sum.
-
-    Variable sizes are exchanged first (one int64 pair per rank) unless the
-    compressor is ``fixed_size``. Returns a flat tensor of ``ctx.numel``
-    elements in ``ctx.dtype``: ``sum_r decompress(payload_r)``.
-    """
-    buf, sizes = pack(payload)
-    if fixed_size or tr.size == 1:
-        all_sizes = [sizes] * tr.size
-    else:
-        all_sizes = yield from allgather_sizes(tr, tag + 2, sizes)
-    nbytes = [sum((s + 7) // 8 * 8 for s in ss) if len(ss) > 1 else ss[0] for ss in all_sizes]
-    blocks = yield from ring_allgatherv(tr, tag, buf, nbytes)
-    parts = [unpack(b, ss, payload) for b, ss in zip(blocks, all_sizes)]
-    idx = torch.cat([p[0].long() for p in parts])
-    vals = torch.cat([p[1] for p in parts]).to(ctx.dtype)
+def _zeroed(out, ctx) -> torch.Tensor:
+    """``out`` (flat view) zeroed, or a fresh zero tensor of ``ctx.numel`` elements."""
     if out is None:
-        out = torch.zeros(ctx.numel, dtype=ctx.dtype)
-    else:
-        out = out.view(-1).zero_()
-    if idx.numel():
-        out.index_add_(0, idx, vals)
+        return torch.zeros(ctx.numel, dtype=ctx.dtype)
+    return out.view(-1).zero_()
+
+
+def scatter_sum(parts, out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``out += scatter(idx, vals)`` for each part **in order**; returns ``out`` (flat).
+
+    Every rank adds the same parts in the same (rank) order, so the float
+    additions happen in the same sequence and all ranks get bitwise-equal
+    results; the same sequence as one ``index_add_`` of the concatenation.
+    """
+    for idx, vals in parts:
+        if idx.numel():
+            out.index_add_(0, idx, vals.to(dtype))
     return out
 
 
-def shared_sparse_gen(tr: Transport, tag: int, payload, ctx, compressor):
-    """Generator: every rank kept the same indices: ring-allreduce the values only."""
-    from hpcbench.collectives.compressed._engine import ring_allreduce
+def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool, out=None,
+                         output: str = "dense", profile: PhaseProfile | None = None):
+    """Generator: allgather every rank's ``(indices, values)``, then sum them.
 
+    A ring allgather of the packed payloads (``P - 1`` steps; at step ``s``
+    rank ``r`` forwards block ``r - s`` to ``r + 1``), preceded by an exchange
+    of sizes (one int64 pair per rank) unless the compressor is
+    ``fixed_size``. With ``output="dense"`` the output is zeroed while the
+    first block is on the wire, and once all blocks are in, each rank's
+    ``(indices, values)`` is scatter-added in rank order (:func:`scatter_sum`).
+
+    Parameters
+    ----------
+    out : torch.Tensor, optional
+        Dense output to overwrite (``ctx.numel`` elements, ``ctx.dtype``);
+        a new tensor if omitted. Ignored with ``output="sparse"``.
+    output : {"dense", "sparse"}
+        ``"sparse"`` skips the scatter: the result is a
+        :class:`~hpcbench.collectives.compressed.sparse_sum.SparseSum` of the
+        received parts, in rank order (its ``to_dense()`` is bitwise the dense
+        result).
+    profile : PhaseProfile, optional
+        Receives the ``decode`` phase.
+
+    Returns
+    -------
+    torch.Tensor or SparseSum
+        Flat tensor of ``ctx.numel`` elements in ``ctx.dtype``,
+        ``sum_r decompress(payload_r)``; or its sparse form.
+    """
+    buf, sizes = pack(payload)
+    P, r = tr.size, tr.rank
+    if fixed_size or P == 1:
+        all_sizes = [sizes] * P
+    else:
+        all_sizes = yield from allgather_sizes(tr, tag + 2, sizes)
+    nbytes = [sum((s + 7) // 8 * 8 for s in ss) if len(ss) > 1 else ss[0] for ss in all_sizes]
+    blocks = [buf if i == r else np.empty(int(nbytes[i]), np.uint8) for i in range(P)]
+    dense = output == "dense"
+    right, left = (r + 1) % P, (r - 1) % P
+    for s in range(P - 1):
+        send_i, recv_i = (r - s) % P, (r - s - 1) % P
+        reqs = [tr.irecv(blocks[recv_i], left, tag), tr.isend(blocks[send_i], right, tag)]
+        if s == 0 and dense:            # overlaps the first block's time on the wire
+            stamp = PhaseProfile.start()
+            out = _zeroed(out, ctx)
+            if profile is not None:
+                profile.stop("decode", stamp)
+        yield reqs
+    stamp = PhaseProfile.start()
+    parts = [unpack(b, ss, payload) for b, ss in zip(blocks, all_sizes)]
+    if not dense:
+        result = SparseSum(parts, ctx.shape, ctx.dtype)
+    else:
+        result = scatter_sum(parts, out if P > 1 else _zeroed(out, ctx), ctx.dtype)
+    if profile is not None:
+        profile.stop("decode", stamp)
+    return result
+
+
+def shared_sparse_gen(tr: Transport, tag: int, payload, ctx, compressor, output: str = "dense"):
+    """Generator: every rank kept the same indices: ring-allreduce the values only.
+
+    Returns the flat dense sum, or with ``output="sparse"`` a one-part
+    :class:`SparseSum` of the shared indices and the decoded summed values.
+    """
     values = payload[0]
     summed = yield from ring_allreduce(tr, tag, values)
+    if output == "sparse":
+        idx = ctx.extra["indices"]
+        dec = compressor.decompress((summed,), ctx).reshape(-1)
+        return SparseSum([(idx, dec[idx.long()])], ctx.shape, ctx.dtype)
     return compressor.decompress((summed,), ctx).reshape(-1)
 
 
@@ -77,7 +138,7 @@ def _recv_sparse(tr, tag, source, vdtype):
     return idx, vals
 
 
-def sparse_ring_gen(tr: Transport, tag: int, payload, ctx):
+def sparse_ring_gen(tr: Transport, tag: int, payload, ctx, output: str = "dense"):
     """Generator: sparse ring allreduce (reduce-scatter then allgather of sparse segments).
 
     The index range is cut into ``P`` contiguous segments. Reduce-scatter:
@@ -86,7 +147,8 @@ def sparse_ring_gen(tr: Transport, tag: int, payload, ctx):
     merges its own entries of that segment. Allgather: the fully reduced
     segments travel once more round the ring. Every message is preceded by
     an 8-byte count. Wire volume grows with the union of the ranks'
-    selections, at most ``numel`` pairs per segment.
+    selections, at most ``numel`` pairs per segment. With ``output="sparse"``
+    returns the reduced segments as a :class:`SparseSum` (disjoint, sorted).
     """
     P, r = tr.size, tr.rank
     idx, vals = payload[0].long(), payload[1].to(ctx.dtype)
@@ -109,6 +171,8 @@ def sparse_ring_gen(tr: Transport, tag: int, payload, ctx):
         seg[recv_i] = yield from _recv_sparse(tr, tag + 2, left, ctx.dtype)
         yield reqs
         del keep
+    if output == "sparse":
+        return SparseSum(seg, ctx.shape, ctx.dtype)
     out = torch.zeros(ctx.numel, dtype=ctx.dtype)
     all_idx = torch.cat([s[0] for s in seg])
     if all_idx.numel():
