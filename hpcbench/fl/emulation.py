@@ -131,7 +131,13 @@ class Emulation:
 
     # -- who trains ----------------------------------------------------------------------------
     def _executor_nodes(self) -> list[tuple[list[int], int]]:
-        """Per node: its executor ranks and how many may train at once (collective, at setup)."""
+        """Per node: its executor ranks and how many may train at once (collective, at setup).
+
+        Also sets ``self._signal_wakeups``: executors are woken by signal only
+        where a round's active executors fit the node's cores. Waking dozens
+        of executors at once on a few cores would have them all preempt the
+        aggregator and each other; staggered polling serves that case better.
+        """
         try:
             cores = frozenset(os.sched_getaffinity(0))
         except AttributeError:  # no affinity API (macOS): count the machine's cores
@@ -142,14 +148,18 @@ class Emulation:
             hosts.setdefault(info[rank][0], []).append(rank)
         setting = self.cfg.executor_concurrency
         nodes = []
+        self._signal_wakeups = True
         for ranks in hosts.values():
+            node_cores = len(frozenset().union(*(info[r][1] for r in ranks)))
             if setting == "all":
                 k = len(ranks)
             elif setting == "cores":
-                k = len(frozenset().union(*(info[r][1] for r in ranks)))
+                k = node_cores
             else:
                 k = int(setting)
-            nodes.append((ranks, max(1, min(k, len(ranks)))))
+            k = max(1, min(k, len(ranks)))
+            self._signal_wakeups &= k <= node_cores
+            nodes.append((ranks, k))
         return nodes
 
     def active_executors(self, round_: int) -> list[int]:
@@ -208,7 +218,9 @@ class Emulation:
             reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * round_))
             if len(ids):
                 reqs += isend_chunked(self.comm, params, rank, 3 * round_ + 1)
-            self.waker.wake(rank)
+        if self._signal_wakeups:  # after every send: a woken executor may preempt this rank
+            for rank in plan:
+                self.waker.wake(rank)
         return reqs
 
     def _stop_executors(self) -> None:
@@ -219,6 +231,11 @@ class Emulation:
             self.waker.wake(rank)
         sleep_waitall(reqs)
 
+    def _idle_backoff(self) -> Backoff:
+        """Executor's sleep schedule while it waits for work: long if the aggregator will wake it."""
+        woken = self._signal_wakeups and self.waker.can_wake(0)
+        return Backoff(first_s=1e-3, max_s=0.25 if woken else 2e-2, sleep=self.waker.sleep)
+
     def _receive_work(self, round_: int, stop_req: MPI.Request):
         """Executor: sleep until round ``round_``'s work arrives (ids, then the model) or the job ends.
 
@@ -226,8 +243,7 @@ class Emulation:
         """
         ctrl = np.empty(1 + self._cap, dtype=np.int64)
         req = self.comm.Irecv(ctrl, source=0, tag=3 * round_)
-        # woken by the aggregator's signal when on its node: sleep long between polls
-        backoff = Backoff(first_s=1e-3, max_s=0.25 if self.waker.can_wake(0) else 2e-2, sleep=self.waker.sleep)
+        backoff = self._idle_backoff()
         while not req.Test():
             if stop_req.Test():
                 req.Cancel()
@@ -268,7 +284,8 @@ class Emulation:
                 block, _, _ = self._train(mine, round_, torch.from_numpy(self._model_buf))
                 if len(mine):
                     sends = isend_chunked(self.comm, block, 0, 3 * round_ + 2)
-                    self.waker.wake(0)
+                    if self._signal_wakeups:
+                        self.waker.wake(0)
                     sleep_waitall(sends)
                 continue
             if stop:
@@ -286,7 +303,7 @@ class Emulation:
                 buf, d, m = self._result_block(len(ids))
                 reqs += irecv_chunked(self.comm, buf, rank, 3 * round_ + 2)
                 blocks[rank] = (ids, d, m)
-            wakeable = all(self.waker.can_wake(rank) for rank in plan if rank != 0)
+            wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
             sleep_waitall(reqs + sends, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
             ids_all = np.concatenate([b[0] for b in blocks.values()])
             ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()])
@@ -320,8 +337,7 @@ class Emulation:
         if self.rank == 0:
             self._stop_executors()
         else:
-            sleep_wait(stop_req, Backoff(first_s=1e-3, max_s=0.25 if self.waker.can_wake(0) else 2e-2,
-                                         sleep=self.waker.sleep))
+            sleep_wait(stop_req, self._idle_backoff())
         summary.wall_s = time.perf_counter() - t0
         summary.final_parameters = params if params is not None else summary.final_parameters
         self._gather_rank_stats(results)
