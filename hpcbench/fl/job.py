@@ -85,7 +85,15 @@ def prepare(cfg) -> Setup:
 
 
 def _agree(comm: MPI.Comm, error: str | None) -> str | None:
-    """First error seen by any rank (collective), so that all ranks stop together."""
+    """First error seen by any rank (collective), so that all ranks stop together.
+
+    Ranks reach this point at different times (64 ranks importing torch on 2
+    cores take a minute); the early ones sleep in a barrier first instead of
+    spinning in MPI's blocking allgather and slowing the late ones.
+    """
+    from hpcbench.runtime.wait import Backoff, sleep_barrier
+
+    sleep_barrier(comm, Backoff(first_s=1e-3, max_s=5e-2))
     errors = comm.allgather(error)
     return next((e for e in errors if e), None)
 
