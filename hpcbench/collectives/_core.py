@@ -312,5 +312,20 @@ def is_inplace(src: np.ndarray, dst: np.ndarray) -> bool:
             src.__array_interface__["data"][0] == dst.__array_interface__["data"][0])
 
 
+def start_allreduce(tr, src: np.ndarray, dst: np.ndarray, red) -> bool:
+    """Opening shared by the allreduce algorithms.
+
+    Copies ``src`` into ``dst`` unless in place; returns True, with ``dst``
+    finalized (``avg`` divides), when there is nothing to exchange (one rank
+    or no elements).
+    """
+    if not is_inplace(src, dst):
+        dst[...] = src
+    if tr.size == 1 or dst.size == 0:
+        red.finalize(dst)
+        return True
+    return False
+
+
 def _unused(*_: Any) -> None:  # pragma: no cover
     pass

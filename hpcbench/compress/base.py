@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 __all__ = ["Compressor", "Context", "Payload", "payload_nbytes", "check_ratio", "name_seed",
-           "as_flat"]
+           "rounding_generator", "as_flat"]
 
 #: what ``compress`` returns first: flat contiguous tensors, sent as-is
 Payload = tuple
@@ -86,6 +86,16 @@ def name_seed(name: str, step: int, base: int = 0) -> int:
     """
     h = zlib.crc32(f"{base}/{name}/{step}".encode())
     return (h * 0x9E3779B97F4A7C15 + step + base) % (2 ** 63)
+
+
+def rounding_generator(seed: int | None) -> torch.Generator:
+    """Generator for stochastic rounding: seeded with ``seed``, or from OS entropy when None."""
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(int(seed))
+    return generator
 
 
 def as_flat(tensor: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from hpcbench.compress._bits import float_input
-from hpcbench.compress.base import Compressor, Context, Payload, as_flat
+from hpcbench.compress.base import Compressor, Context, Payload, as_flat, rounding_generator
 
 __all__ = ["QSGDCompressor"]
 
@@ -38,11 +38,7 @@ class QSGDCompressor(Compressor):
         if int(levels) != levels or not 1 <= levels <= 127:
             raise ValueError(f"levels must be an integer in [1, 127], got {levels!r}")
         self.levels = int(levels)
-        self.generator = torch.Generator()
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(int(seed))
+        self.generator = rounding_generator(seed)
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
         flat = float_input(as_flat(tensor))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from hpcbench.compress._bits import float_input, pack_2bit, unpack_2bit
-from hpcbench.compress.base import Compressor, Context, Payload, as_flat
+from hpcbench.compress.base import Compressor, Context, Payload, as_flat, rounding_generator
 
 __all__ = ["TernGradCompressor"]
 
@@ -32,11 +32,7 @@ class TernGradCompressor(Compressor):
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__()
-        self.generator = torch.Generator()
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(int(seed))
+        self.generator = rounding_generator(seed)
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
         flat = float_input(as_flat(tensor))

@@ -121,3 +121,12 @@ def star_bcast(tr, tag, dst, ranks):
     p = _pending(p)
     if p:
         yield p
+
+
+def reduce_then_bcast(tr, tag, dst, red, ctx, reduce, bcast):
+    """Allreduce over all ranks as ``reduce`` to rank 0, finalize there, then ``bcast``."""
+    ranks = list(range(tr.size))
+    yield from reduce(tr, tag, dst, red, ctx, ranks)
+    if tr.rank == 0:
+        red.finalize(dst)
+    yield from bcast(tr, tag, dst, ranks)

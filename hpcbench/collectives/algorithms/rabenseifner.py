@@ -15,7 +15,7 @@ the result back.
 
 from __future__ import annotations
 
-from hpcbench.collectives._core import is_inplace, partition, scratch_view
+from hpcbench.collectives._core import partition, scratch_view, start_allreduce
 from hpcbench.collectives.algorithms import register
 
 __all__ = ["rabenseifner_allreduce", "fold_in", "fold_out", "fold_layout"]
@@ -30,6 +30,13 @@ def fold_layout(n: int, r: int):
     else:
         newrank = r - rem
     return p2, rem, newrank
+
+
+def fold_setup(tr, dst, ctx):
+    """``(p2, rem, newrank, tmpbuf, tmp)``: the fold layout and a borrowed scratch vector like ``dst``."""
+    p2, rem, newrank = fold_layout(tr.size, tr.rank)
+    tmpbuf = ctx.borrow(dst.size * dst.dtype.itemsize)
+    return p2, rem, newrank, tmpbuf, scratch_view(tmpbuf, dst.dtype, dst.size)
 
 
 def real_rank(newrank: int, rem: int) -> int:
@@ -69,16 +76,10 @@ def fold_out(tr, tag, dst, rem):
                       "(Rabenseifner; Thakur, Rabenseifner & Gropp 2005)")
 def rabenseifner_allreduce(tr, tag, src, dst, red, ctx, **_):
     """Rabenseifner allreduce of ``src`` into ``dst`` (see module docstring)."""
-    n, r = tr.size, tr.rank
-    count = dst.size
-    if not is_inplace(src, dst):
-        dst[...] = src
-    if n == 1 or count == 0:
-        red.finalize(dst)
+    if start_allreduce(tr, src, dst, red):
         return
-    p2, rem, newrank = fold_layout(n, r)
-    tmpbuf = ctx.borrow(count * dst.dtype.itemsize)
-    tmp = scratch_view(tmpbuf, dst.dtype, count)
+    count = dst.size
+    p2, rem, newrank, tmpbuf, tmp = fold_setup(tr, dst, ctx)
     try:
         yield from fold_in(tr, tag, dst, red, tmp, rem)
         if newrank >= 0:

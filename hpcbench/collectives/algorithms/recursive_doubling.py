@@ -14,10 +14,9 @@ the registry marks it not deterministic in the strict sense of
 
 from __future__ import annotations
 
-from hpcbench.collectives._core import is_inplace, scratch_view
+from hpcbench.collectives._core import start_allreduce
 from hpcbench.collectives.algorithms import register
-from hpcbench.collectives.algorithms.rabenseifner import (fold_in, fold_layout, fold_out,
-                                                          real_rank)
+from hpcbench.collectives.algorithms.rabenseifner import fold_in, fold_out, fold_setup, real_rank
 
 __all__ = ["recursive_doubling_allreduce"]
 
@@ -26,16 +25,9 @@ __all__ = ["recursive_doubling_allreduce"]
           description="recursive doubling, full vector each step (Thakur et al. 2005)")
 def recursive_doubling_allreduce(tr, tag, src, dst, red, ctx, **_):
     """Recursive doubling allreduce of ``src`` into ``dst`` (see module docstring)."""
-    n, r = tr.size, tr.rank
-    count = dst.size
-    if not is_inplace(src, dst):
-        dst[...] = src
-    if n == 1 or count == 0:
-        red.finalize(dst)
+    if start_allreduce(tr, src, dst, red):
         return
-    p2, rem, newrank = fold_layout(n, r)
-    tmpbuf = ctx.borrow(count * dst.dtype.itemsize)
-    tmp = scratch_view(tmpbuf, dst.dtype, count)
+    p2, rem, newrank, tmpbuf, tmp = fold_setup(tr, dst, ctx)
     try:
         yield from fold_in(tr, tag, dst, red, tmp, rem)
         if newrank >= 0:

@@ -8,9 +8,9 @@ OSDI 2020. Cost ``2 (n-1) bytes / beta`` at the root (it is the bottleneck),
 
 from __future__ import annotations
 
-from hpcbench.collectives._core import is_inplace
+from hpcbench.collectives._core import start_allreduce
 from hpcbench.collectives.algorithms import register
-from hpcbench.collectives.algorithms._shapes import star_bcast, star_reduce
+from hpcbench.collectives.algorithms._shapes import reduce_then_bcast, star_bcast, star_reduce
 
 __all__ = ["star_allreduce"]
 
@@ -19,13 +19,6 @@ __all__ = ["star_allreduce"]
           description="everyone to rank 0, reduce, send back (KungFu STAR, Mai et al. 2020)")
 def star_allreduce(tr, tag, src, dst, red, ctx, **_):
     """Star allreduce of ``src`` into ``dst`` (see module docstring)."""
-    if not is_inplace(src, dst):
-        dst[...] = src
-    if tr.size == 1 or dst.size == 0:
-        red.finalize(dst)
+    if start_allreduce(tr, src, dst, red):
         return
-    ranks = list(range(tr.size))
-    yield from star_reduce(tr, tag, dst, red, ctx, ranks)
-    if tr.rank == 0:
-        red.finalize(dst)
-    yield from star_bcast(tr, tag, dst, ranks)
+    yield from reduce_then_bcast(tr, tag, dst, red, ctx, star_reduce, star_bcast)

@@ -8,9 +8,9 @@ combined in a fixed order at each node, and the root's bytes are broadcast.
 
 from __future__ import annotations
 
-from hpcbench.collectives._core import is_inplace
+from hpcbench.collectives._core import start_allreduce
 from hpcbench.collectives.algorithms import register
-from hpcbench.collectives.algorithms._shapes import tree_bcast, tree_reduce
+from hpcbench.collectives.algorithms._shapes import reduce_then_bcast, tree_bcast, tree_reduce
 
 __all__ = ["tree_allreduce"]
 
@@ -19,13 +19,6 @@ __all__ = ["tree_allreduce"]
           description="binary tree reduce to rank 0 then binary tree broadcast")
 def tree_allreduce(tr, tag, src, dst, red, ctx, **_):
     """Binary-tree allreduce of ``src`` into ``dst`` (see module docstring)."""
-    if not is_inplace(src, dst):
-        dst[...] = src
-    if tr.size == 1 or dst.size == 0:
-        red.finalize(dst)
+    if start_allreduce(tr, src, dst, red):
         return
-    ranks = list(range(tr.size))
-    yield from tree_reduce(tr, tag, dst, red, ctx, ranks)
-    if tr.rank == 0:
-        red.finalize(dst)
-    yield from tree_bcast(tr, tag, dst, ranks)
+    yield from reduce_then_bcast(tr, tag, dst, red, ctx, tree_reduce, tree_bcast)

@@ -8,7 +8,7 @@ then sends the result to its members. Mai et al., OSDI 2020.
 
 from __future__ import annotations
 
-from hpcbench.collectives._core import is_inplace
+from hpcbench.collectives._core import start_allreduce
 from hpcbench.collectives.algorithms import register
 from hpcbench.collectives.algorithms._shapes import (star_bcast, star_reduce, tree_bcast,
                                                      tree_reduce)
@@ -34,12 +34,9 @@ def binary_tree_star_allreduce(tr, tag, src, dst, red, ctx, local_size=None, **_
         Ranks per group (contiguous blocks); by default ranks are grouped by
         host name.
     """
-    if not is_inplace(src, dst):
-        dst[...] = src
-    n = tr.size
-    if n == 1 or dst.size == 0:
-        red.finalize(dst)
+    if start_allreduce(tr, src, dst, red):
         return
+    n = tr.size
     gs = groups(ctx, n, local_size)
     mine = next(g for g in gs if tr.rank in g)
     leaders = [g[0] for g in gs]
