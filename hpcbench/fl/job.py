@@ -47,8 +47,11 @@ def _load_trace(kind: str, tc):
     return trace
 
 
-def prepare(cfg) -> Setup:
+def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     """Load data, traces and model; build the registry and the virtual clock.
+
+    Collective over ``comm`` when given (rank 0 loads the dataset's inputs
+    and broadcasts them).
 
     Raises
     ------
@@ -65,7 +68,7 @@ def prepare(cfg) -> Setup:
     from hpcbench.fl.selection import SELECTORS
 
     try:
-        dataset = build_dataset(cfg.dataset, cfg.seed)
+        dataset = build_dataset(cfg.dataset, cfg.seed, comm)
     except (ValueError, OSError) as exc:
         raise InputError(f"dataset: {exc}") from None
     if cfg.participants > dataset.num_clients:
@@ -114,7 +117,7 @@ def run_job(cfg, comm: MPI.Comm = MPI.COMM_WORLD) -> int:
     error = None
     setup = None
     try:
-        setup = prepare(cfg)
+        setup = prepare(cfg, comm)
     except InputError as exc:
         error = str(exc)
     error = _agree(comm, error)
