@@ -93,9 +93,8 @@ def sleep_waitall(requests: Sequence[MPI.Request], backoff: Backoff | None = Non
         done = MPI.Request.Testsome(pending)
         if done is None:  # MPI_UNDEFINED: no active request left
             return
-        if done:
-            gone = set(done)
-            pending = [r for i, r in enumerate(pending) if i not in gone and r != MPI.REQUEST_NULL]
+        if done:  # Testsome sets the completed requests to REQUEST_NULL in place
+            pending = [r for r in pending if r != MPI.REQUEST_NULL]
             backoff.reset()
             continue
         backoff.pause()

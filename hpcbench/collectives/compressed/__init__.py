@@ -31,7 +31,7 @@ import torch
 from mpi4py import MPI
 
 from hpcbench.collectives.compressed._engine import (CompressedRequest, get_transport, next_tag,
-                                                     ring_allreduce, run)
+                                                     ring_allreduce)
 from hpcbench.collectives.compressed.powersgd import powersgd_gen
 from hpcbench.collectives.compressed.profile import PhaseProfile
 from hpcbench.collectives.compressed.quantized import quantized_allgather_gen

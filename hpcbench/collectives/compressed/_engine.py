@@ -124,19 +124,26 @@ def unpack(buf: np.ndarray, sizes: Sequence[int], like: Sequence[torch.Tensor]) 
     return tuple(out)
 
 
-def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[int]):
+def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[int],
+                    during_first_step=None):
     """Generator: ring allgather of variable-size byte blocks with known sizes.
 
     ``P - 1`` steps; at step ``s`` rank ``r`` forwards block ``r - s`` to
     ``r + 1`` and receives block ``r - s - 1`` from ``r - 1``. Returns the list
     of every rank's block (uint8 arrays, own block is ``mine``).
+    ``during_first_step``, if given, is called once the first step's messages
+    are posted (work that overlaps their time on the wire; not called at
+    ``P == 1``).
     """
     P, r = tr.size, tr.rank
     blocks = [mine if i == r else np.empty(int(nbytes[i]), np.uint8) for i in range(P)]
     right, left = (r + 1) % P, (r - 1) % P
     for s in range(P - 1):
         send_i, recv_i = (r - s) % P, (r - s - 1) % P
-        yield [tr.irecv(blocks[recv_i], left, tag), tr.isend(blocks[send_i], right, tag)]
+        reqs = [tr.irecv(blocks[recv_i], left, tag), tr.isend(blocks[send_i], right, tag)]
+        if s == 0 and during_first_step is not None:
+            during_first_step()
+        yield reqs
     return blocks
 
 

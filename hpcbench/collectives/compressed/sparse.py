@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hpcbench.collectives.compressed._engine import allgather_sizes, pack, ring_allreduce, unpack
+from hpcbench.collectives.compressed._engine import (allgather_sizes, pack, ring_allgatherv,
+                                                     ring_allreduce, unpack)
 from hpcbench.collectives.compressed.profile import PhaseProfile
-from hpcbench.collectives.compressed.sparse_sum import SparseSum
+from hpcbench.collectives.compressed.sparse_sum import SparseSum, coalesce, scatter_sum
 from hpcbench.collectives.transport import Transport
 
-__all__ = ["sparse_allgather_gen", "sparse_ring_gen", "shared_sparse_gen", "scatter_sum"]
+__all__ = ["sparse_allgather_gen", "sparse_ring_gen", "shared_sparse_gen"]
 
 
 def _zeroed(out, ctx) -> torch.Tensor:
@@ -18,19 +19,6 @@ def _zeroed(out, ctx) -> torch.Tensor:
     if out is None:
         return torch.zeros(ctx.numel, dtype=ctx.dtype)
     return out.view(-1).zero_()
-
-
-def scatter_sum(parts, out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``out += scatter(idx, vals)`` for each part **in order**; returns ``out`` (flat).
-
-    Every rank adds the same parts in the same (rank) order, so the float
-    additions happen in the same sequence and all ranks get bitwise-equal
-    results; the same sequence as one ``index_add_`` of the concatenation.
-    """
-    for idx, vals in parts:
-        if idx.numel():
-            out.index_add_(0, idx, vals.to(dtype))
-    return out
 
 
 def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool, out=None,
@@ -42,7 +30,8 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
     of sizes (one int64 pair per rank) unless the compressor is
     ``fixed_size``. With ``output="dense"`` the output is zeroed while the
     first block is on the wire, and once all blocks are in, each rank's
-    ``(indices, values)`` is scatter-added in rank order (:func:`scatter_sum`).
+    ``(indices, values)`` is scatter-added in rank order
+    (:func:`~hpcbench.collectives.compressed.sparse_sum.scatter_sum`).
 
     Parameters
     ----------
@@ -64,30 +53,29 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
         ``sum_r decompress(payload_r)``; or its sparse form.
     """
     buf, sizes = pack(payload)
-    P, r = tr.size, tr.rank
+    P = tr.size
     if fixed_size or P == 1:
         all_sizes = [sizes] * P
     else:
         all_sizes = yield from allgather_sizes(tr, tag + 2, sizes)
     nbytes = [sum((s + 7) // 8 * 8 for s in ss) if len(ss) > 1 else ss[0] for ss in all_sizes]
-    blocks = [buf if i == r else np.empty(int(nbytes[i]), np.uint8) for i in range(P)]
     dense = output == "dense"
-    right, left = (r + 1) % P, (r - 1) % P
-    for s in range(P - 1):
-        send_i, recv_i = (r - s) % P, (r - s - 1) % P
-        reqs = [tr.irecv(blocks[recv_i], left, tag), tr.isend(blocks[send_i], right, tag)]
-        if s == 0 and dense:            # overlaps the first block's time on the wire
-            stamp = PhaseProfile.start()
-            out = _zeroed(out, ctx)
-            if profile is not None:
-                profile.stop("decode", stamp)
-        yield reqs
+
+    def zero_output():  # overlaps the first block's time on the wire
+        nonlocal out
+        stamp = PhaseProfile.start()
+        out = _zeroed(out, ctx)
+        if profile is not None:
+            profile.stop("decode", stamp)
+
+    blocks = yield from ring_allgatherv(tr, tag, buf, nbytes,
+                                        during_first_step=zero_output if dense else None)
     stamp = PhaseProfile.start()
     parts = [unpack(b, ss, payload) for b, ss in zip(blocks, all_sizes)]
     if not dense:
         result = SparseSum(parts, ctx.shape, ctx.dtype)
     else:
-        result = scatter_sum(parts, out if P > 1 else _zeroed(out, ctx), ctx.dtype)
+        result = scatter_sum(parts, out if P > 1 else _zeroed(out, ctx))
     if profile is not None:
         profile.stop("decode", stamp)
     return result
@@ -106,16 +94,6 @@ def shared_sparse_gen(tr: Transport, tag: int, payload, ctx, compressor, output:
         dec = compressor.decompress((summed,), ctx).reshape(-1)
         return SparseSum([(idx, dec[idx.long()])], ctx.shape, ctx.dtype)
     return compressor.decompress((summed,), ctx).reshape(-1)
-
-
-def _coalesce(idx: torch.Tensor, vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sum values of equal indices; returns sorted unique int64 indices and their sums."""
-    if idx.numel() == 0:
-        return idx.long(), vals
-    uniq, inv = torch.unique(idx.long(), sorted=True, return_inverse=True)
-    out = torch.zeros(uniq.numel(), dtype=vals.dtype)
-    out.index_add_(0, inv, vals)
-    return uniq, out
 
 
 def _send_sparse(tr, tag, dest, idx, vals):
@@ -163,7 +141,7 @@ def sparse_ring_gen(tr: Transport, tag: int, payload, ctx, output: str = "dense"
         reqs, keep = _send_sparse(tr, tag, right, *seg[send_i])
         got = yield from _recv_sparse(tr, tag, left, ctx.dtype)
         yield reqs
-        seg[recv_i] = _coalesce(torch.cat([seg[recv_i][0], got[0]]), torch.cat([seg[recv_i][1], got[1]]))
+        seg[recv_i] = coalesce(torch.cat([seg[recv_i][0], got[0]]), torch.cat([seg[recv_i][1], got[1]]))
         del keep
     for s in range(P - 1):
         send_i, recv_i = (r + 1 - s) % P, (r - s) % P
@@ -173,8 +151,4 @@ def sparse_ring_gen(tr: Transport, tag: int, payload, ctx, output: str = "dense"
         del keep
     if output == "sparse":
         return SparseSum(seg, ctx.shape, ctx.dtype)
-    out = torch.zeros(ctx.numel, dtype=ctx.dtype)
-    all_idx = torch.cat([s[0] for s in seg])
-    if all_idx.numel():
-        out.index_add_(0, all_idx, torch.cat([s[1] for s in seg]))
-    return out
+    return scatter_sum(seg, torch.zeros(ctx.numel, dtype=ctx.dtype))

@@ -6,7 +6,41 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["SparseSum"]
+__all__ = ["SparseSum", "scatter_sum", "coalesce"]
+
+
+def scatter_sum(parts, out: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """``out += alpha * scatter(idx, vals)`` for each ``(idx, vals)`` of ``parts`` **in order**.
+
+    Every rank adds the same parts in the same (rank) order, so the float
+    additions happen in the same sequence and all ranks get bitwise-equal
+    results; the same sequence as one ``index_add_`` of the concatenation.
+
+    Parameters
+    ----------
+    parts : sequence of (torch.Tensor, torch.Tensor)
+        Indices (int32/int64, shape (k,)) into the flat ``out`` and values (shape (k,)).
+    out : torch.Tensor
+        Flat (1-D) accumulator, modified in place and returned.
+    alpha : float, default 1.0
+    """
+    for idx, vals in parts:
+        if idx.numel():
+            if alpha == 1.0:
+                out.index_add_(0, idx, vals.to(out.dtype))
+            else:
+                out.index_add_(0, idx, vals.to(out.dtype), alpha=alpha)
+    return out
+
+
+def coalesce(idx: torch.Tensor, vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sum the values of equal indices: sorted unique int64 indices (shape (u,)) and their sums."""
+    if idx.numel() == 0:
+        return idx.long(), vals
+    uniq, inv = torch.unique(idx.long(), sorted=True, return_inverse=True)
+    out = torch.zeros(uniq.numel(), dtype=vals.dtype)
+    out.index_add_(0, inv, vals)
+    return uniq, out
 
 
 class SparseSum:
@@ -58,10 +92,7 @@ class SparseSum:
         if tensor.shape != self.shape or not tensor.is_contiguous():
             raise ValueError(f"tensor must be contiguous with shape {tuple(self.shape)}, "
                              f"got {tuple(tensor.shape)}")
-        flat = tensor.view(-1)
-        for idx, vals in self.parts:
-            if idx.numel():
-                flat.index_add_(0, idx, vals.to(flat.dtype), alpha=alpha)
+        scatter_sum(self.parts, tensor.view(-1), alpha)
         return tensor
 
     def to_dense(self, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -84,12 +115,8 @@ class SparseSum:
         """
         if not self.parts:
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=self.dtype)
-        idx = torch.cat([i.long() for i, _ in self.parts])
-        vals = torch.cat([v.to(self.dtype) for _, v in self.parts])
-        uniq, inv = torch.unique(idx, sorted=True, return_inverse=True)
-        out = torch.zeros(uniq.numel(), dtype=self.dtype)
-        out.index_add_(0, inv, vals)
-        return uniq, out
+        return coalesce(torch.cat([i.long() for i, _ in self.parts]),
+                        torch.cat([v.to(self.dtype) for _, v in self.parts]))
 
     def __repr__(self) -> str:
         return f"SparseSum(shape={tuple(self.shape)}, dtype={self.dtype}, parts={len(self.parts)}, nnz={self.nnz})"
