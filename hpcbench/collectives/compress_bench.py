@@ -18,8 +18,9 @@ Where the time goes. Every allreduce row also holds a per-rank breakdown
 (:class:`~hpcbench.collectives.compressed.profile.PhaseProfile`): thread CPU
 seconds of the whole step (mean over ranks), wall and CPU of the ``encode``
 phase (error feedback + compression) and of the ``decode`` phase (max over
-ranks), and the modelled wire time (seconds this rank's link was busy,
-max over ranks). Nothing is modelled but the wire: compute is measured.
+ranks), the modelled wire time (seconds this rank's link was busy,
+max over ranks) and the bytes rank 0 sent per step (``wire MB``). Nothing
+is modelled but the wire: compute is measured.
 ``--outputs dense,sparse`` adds rows where sparse compressors return the
 :class:`~hpcbench.collectives.compressed.sparse_sum.SparseSum` (the form a
 sparse optimizer applies) instead of a dense tensor.
@@ -267,7 +268,7 @@ def main(argv=None) -> int:
             if rank == 0:
                 print(f"\n{'compressor':<15}{'output':>7}{'MB':>8}{'link':>9}{'time s':>9}{'dense s':>9}"
                       f"{'speedup':>8} |{'cpu ms':>8}{'enc ms':>8}{'enc cpu':>8}{'dec ms':>8}{'dec cpu':>8}"
-                      f"{'wire ms':>8}")
+                      f"{'wire ms':>8}{'wire MB':>8}")
             for link in links:
                 tr = LinkTransport(comm, alpha=a.alpha, beta=link if not trace else 1.0, trace=trace)
                 for mb in a.sizes_mb:
@@ -278,7 +279,8 @@ def main(argv=None) -> int:
                     dense_bytes = (tr.bytes_sent - b0) // (a.warmup + a.repeats)
                     if rank == 0:
                         print(f"{'(dense ring)':<15}{'dense':>7}{mb:>8.2f}{link:>9}{dense['time']:>9.4f}"
-                              f"{dense['time']:>9.4f}{1.0:>8.2f} |{_breakdown(dense)}", flush=True)
+                              f"{dense['time']:>9.4f}{1.0:>8.2f} |{_breakdown(dense)}{dense_bytes / 1e6:>8.2f}",
+                              flush=True)
                     out = torch.empty(n)
                     for name in a.compressors:
                         for form in a.outputs:
@@ -302,7 +304,7 @@ def main(argv=None) -> int:
                                              "decode_cpu": r["decode_cpu"], "wire": r["wire"],
                                              "dense_cpu": dense["cpu"]})
                                 print(f"{name:<15}{form:>7}{mb:>8.2f}{link:>9}{t:>9.4f}{dense['time']:>9.4f}"
-                                      f"{dense['time'] / t:>8.2f} |{_breakdown(r)}", flush=True)
+                                      f"{dense['time'] / t:>8.2f} |{_breakdown(r)}{wire / 1e6:>8.2f}", flush=True)
                 tr.free()
         if a.convergence:
             from hpcbench.compress.convergence import train

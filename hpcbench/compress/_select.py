@@ -3,10 +3,10 @@
 ``torch.topk`` on a 25M-element vector costs about half a second on one
 core; selecting 1 % of it exactly needs far less work. :func:`topk_abs`
 estimates a threshold ``t`` slightly *below* the k-th largest magnitude from a
-small random sample, gathers every candidate ``|x| >= t`` in one chunked pass
-(cache-sized chunks, so the magnitudes and the mask never leave the cache),
-then selects among the candidates alone (about ``1.16 k`` of them) with one
-``np.partition``.
+small random sample, gathers every candidate ``|x| >= t`` in one pass (the
+compiled scan of :mod:`hpcbench.compress._scan`, or numpy on cache-sized
+chunks), then selects among the candidates alone (about ``1.16 k`` of them)
+with one ``np.partition``.
 
 Correctness never depends on the sample. Every element with ``|x| >= t`` is a
 candidate, so when at least ``k`` candidates come out the k largest among
@@ -33,6 +33,8 @@ import math
 
 import numpy as np
 import torch
+
+from hpcbench.compress import _scan
 
 __all__ = ["topk_abs", "TopKSelector"]
 
@@ -102,8 +104,9 @@ class TopKSelector:
         """Indices of the ``k`` largest ``|flat|`` (see :meth:`select`)."""
         return self.select(flat, k)[0]
 
-    def select(self, flat: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Indices and values of the ``k`` largest ``|flat|``.
+    def select(self, flat: torch.Tensor, k: int,
+               add: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indices and values of the ``k`` largest ``|flat|`` (of ``flat + add`` if given).
 
         Parameters
         ----------
@@ -113,6 +116,13 @@ class TopKSelector:
             ``k <= n / 8``; anything else runs ``torch.topk(flat.abs(), k)``.
         k : int
             How many to select, ``k >= 0``; ``k >= n`` selects everything.
+        add : torch.Tensor, optional
+            Shape (n,), ``flat``'s dtype. ``flat += add`` is done first, in
+            place (``flat`` then holds the sum, bitwise ``flat + add``), and
+            the selection is over the sum. On the fast path the addition is
+            fused into the candidate pass, chunk by chunk, so the sum is
+            compared while it is still in cache: error feedback's ``e += x``
+            and the selection cost one pass over memory instead of two.
 
         Returns
         -------
@@ -125,30 +135,50 @@ class TopKSelector:
             ``flat[indices]`` (bitwise), shape (min(k, n),), ``flat``'s dtype.
         """
         n = flat.numel()
-        if k <= 0:
-            return torch.zeros(0, dtype=torch.long), flat.new_empty(0)
-        if k >= n:
-            return torch.arange(n), flat.detach().reshape(-1).clone()
-        if (n < self.min_numel or flat.dtype not in _BITS or flat.dim() != 1
-                or not flat.is_contiguous() or 8 * k > n):
+        if add is not None:
+            if add.shape != flat.shape or add.dtype != flat.dtype:
+                raise ValueError(f"add must have flat's shape and dtype {tuple(flat.shape)}/{flat.dtype}, "
+                                 f"got {tuple(add.shape)}/{add.dtype}")
+            add = add.detach().contiguous()
+        fast = (flat.dtype in _BITS and flat.dim() == 1 and flat.is_contiguous()
+                and n >= self.min_numel and 0 < k < n and 8 * k <= n)
+        if not fast:
+            if add is not None:
+                flat.detach().add_(add)
+            if k <= 0:
+                return torch.zeros(0, dtype=torch.long), flat.new_empty(0)
+            if k >= n:
+                return torch.arange(n), flat.detach().reshape(-1).clone()
             return self._fallback(flat, k)
         itype, signless = _BITS[flat.dtype]
         arr = flat.detach().numpy()
         bits = arr.view(itype)
+        addarr = None if add is None else add.numpy()
         q, m = k / n, self.sample_size
-        sample = bits[self._sample(n, m)] & signless
+        pos = self._sample(n, m)
+        if addarr is None:
+            sample = bits[pos] & signless
+        else:                       # the sum's bits at the sampled positions, before the pass
+            with np.errstate(invalid="ignore", over="ignore"):
+                sample = (arr[pos] + addarr[pos]).view(itype) & signless
         z = self.z
         for _ in range(self.retries + 1):
             j = math.ceil(q * m + z * math.sqrt(q * (1.0 - q) * m)) + 1
             if j > m:
                 break
             t = np.partition(sample, m - j)[m - j]    # the j-th largest sampled magnitude
-            cand, raw = self._candidates(bits, signless, t)
+            if _scan.available():
+                cand, raw = _scan.scan(arr, bits, signless, t, 1.25 * n * j / m + 4096, addarr)
+            else:
+                cand, raw = self._candidates(bits, signless, t, arr, addarr)
+            addarr = None                             # applied: a retry must not add again
             if cand.shape[0] >= k:
                 self.last_candidates = int(cand.shape[0])
                 idx, raw = self._trim(cand, raw, signless, k)
                 return torch.from_numpy(idx), torch.from_numpy(raw.view(arr.dtype))
             z = 2.0 * z + 1.0
+        if addarr is not None:
+            flat.detach().add_(add)
         return self._fallback(flat, k)
 
     # -- pieces ------------------------------------------------------------------
@@ -161,14 +191,17 @@ class TopKSelector:
     def _sample(self, n: int, m: int) -> np.ndarray:
         return torch.randint(0, n, (m,), generator=self._gen).numpy()
 
-    def _candidates(self, bits: np.ndarray, signless, t) -> tuple[np.ndarray, np.ndarray]:
+    def _candidates(self, bits: np.ndarray, signless, t, arr: np.ndarray | None = None,
+                    addarr: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Positions (ascending int64) whose magnitude bits are ``>= t``, and their raw bits.
 
-        One pass, chunk by chunk: magnitude bits into a scratch buffer, compare
-        into a bool mask, ``np.flatnonzero`` (numpy's fast boolean path, about
-        one cycle per element; ``torch.nonzero`` is several times slower here),
-        then the candidates' raw bits gathered from the chunk while it is
-        still in cache (no later random gather over the whole tensor).
+        One pass, chunk by chunk: ``arr += addarr`` on the chunk when
+        ``addarr`` is given (``arr`` is ``bits``' float view), magnitude bits
+        into a scratch buffer, compare into a bool mask, ``np.flatnonzero``
+        (numpy's fast boolean path, about one cycle per element;
+        ``torch.nonzero`` is several times slower here), then the candidates'
+        raw bits gathered from the chunk while it is still in cache (no later
+        random gather over the whole tensor).
         """
         c, n = self.chunk, bits.shape[0]
         if self._mag is None or self._mag.dtype != bits.dtype:
@@ -177,6 +210,10 @@ class TopKSelector:
         for s in range(0, n, c):
             xc = bits[s:s + c]
             L = xc.shape[0]
+            if addarr is not None:
+                fc = arr[s:s + c]
+                with np.errstate(invalid="ignore", over="ignore"):   # inf - inf, overflow: IEEE results
+                    np.add(fc, addarr[s:s + c], out=fc)
             mag, mk = self._mag[:L], self._mask[:L]
             np.bitwise_and(xc, signless, out=mag)
             np.greater_equal(mag, t, out=mk)

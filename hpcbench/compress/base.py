@@ -177,6 +177,26 @@ class Compressor:
         """Rebuild a tensor of ``ctx.shape`` and ``ctx.dtype`` from ``payload``."""
         raise NotImplementedError
 
+    def compress_accumulate(self, acc: torch.Tensor, tensor: torch.Tensor,
+                            name: str) -> tuple[Payload, Context]:
+        """``acc += tensor`` in place, then :meth:`compress` ``acc``.
+
+        Error feedback's entry point (``acc`` is the residual buffer). The
+        result is bitwise that of ``compress(acc.add_(tensor), name)``;
+        compressors that read the whole tensor once anyway (top-k) override it
+        to fuse the addition into that pass.
+
+        Parameters
+        ----------
+        acc : torch.Tensor
+            Contiguous, ``tensor``'s shape and dtype; overwritten with the sum.
+        tensor : torch.Tensor
+            The new contribution (not modified).
+        name : str
+            As for :meth:`compress`.
+        """
+        return self.compress(acc.add_(tensor.detach()), name)
+
     def residual(self, acc: torch.Tensor, payload: Payload, ctx: Context) -> torch.Tensor:
         """``acc - decompress(payload, ctx)`` computed in ``acc.dtype``.
 

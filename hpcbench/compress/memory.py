@@ -37,6 +37,16 @@ class Memory:
     def compensate(self, tensor: torch.Tensor, name: str) -> torch.Tensor:
         raise NotImplementedError
 
+    def compress(self, tensor: torch.Tensor, name: str,
+                 compressor: Compressor) -> tuple[torch.Tensor, Payload, Context]:
+        """``acc = compensate(tensor)`` and ``compressor.compress(acc)``; returns ``(acc, payload, ctx)``.
+
+        ``acc`` is what :meth:`update` must be given afterwards.
+        """
+        acc = self.compensate(tensor, name)
+        payload, ctx = compressor.compress(acc, name)
+        return acc, payload, ctx
+
     def update(self, acc: torch.Tensor, name: str, compressor: Compressor, payload: Payload,
                ctx: Context) -> None:
         raise NotImplementedError
@@ -77,13 +87,34 @@ class ErrorFeedback(Memory):
         ValueError
             If the stored residual's shape or dtype differs from ``tensor``'s.
         """
-        e = self.residuals.get(name)
+        e = self._residual(tensor, name)
         if e is None:
             return tensor.detach().clone()
-        if e.shape != tensor.shape or e.dtype != tensor.dtype:
+        return e.add_(tensor.detach())
+
+    def _residual(self, tensor: torch.Tensor, name: str) -> torch.Tensor | None:
+        """The stored residual of ``name`` (None before the first update), checked against ``tensor``."""
+        e = self.residuals.get(name)
+        if e is not None and (e.shape != tensor.shape or e.dtype != tensor.dtype):
             raise ValueError(f"tensor {name!r}: shape/dtype {tuple(tensor.shape)}/{tensor.dtype} "
                              f"differs from its residual's {tuple(e.shape)}/{e.dtype}")
-        return e.add_(tensor.detach())
+        return e
+
+    def compress(self, tensor: torch.Tensor, name: str,
+                 compressor: Compressor) -> tuple[torch.Tensor, Payload, Context]:
+        """Compensate and compress in one call: ``compressor.compress_accumulate(e, tensor)``.
+
+        Bitwise the same as ``compressor.compress(self.compensate(tensor, name))``;
+        a compressor may fuse ``e += tensor`` into its own pass over the data
+        (top-k does). Returns ``(acc, payload, ctx)``, ``acc`` being the
+        residual buffer that now holds ``tensor + e``. Raises ``ValueError``
+        as :meth:`compensate` does.
+        """
+        e = self._residual(tensor, name)
+        if e is None:
+            return super().compress(tensor, name, compressor)
+        payload, ctx = compressor.compress_accumulate(e, tensor, name)
+        return e, payload, ctx
 
     def update(self, acc: torch.Tensor, name: str, compressor: Compressor, payload: Payload,
                ctx: Context) -> None:

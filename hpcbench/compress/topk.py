@@ -47,5 +47,16 @@ class TopKCompressor(SparseCompressor):
         idx, values = self.selector.select(flat, k)
         return self._pack(flat, idx, ctx, values)
 
+    def compress_accumulate(self, acc: torch.Tensor, tensor: torch.Tensor,
+                            name: str) -> tuple[Payload, Context]:
+        """``acc += tensor`` fused into the selection's candidate pass; bitwise as ``compress``."""
+        if acc.shape != tensor.shape or acc.dtype != tensor.dtype or not acc.is_contiguous():
+            return super().compress_accumulate(acc, tensor, name)
+        flat = acc.view(-1)
+        ctx = self._context(acc, name)
+        k = k_of(flat.numel(), self.compress_ratio)
+        idx, values = self.selector.select(flat, k, add=as_flat(tensor.detach()))
+        return self._pack(flat, idx, ctx, values)
+
     def __repr__(self) -> str:
         return f"TopKCompressor(compress_ratio={self.compress_ratio})"

@@ -63,26 +63,33 @@ def _gen(tensor, name, compressor, memory, tr, tag, algorithm, out=None, output=
 
 def _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out=None, output="dense",
                profile=None):
-    stamp = PhaseProfile.start()
-    acc = memory.compensate(tensor, name)
     if compressor.kind == "lowrank":
+        acc = memory.compensate(tensor, name)
         out = yield from powersgd_gen(tr, tag, acc, name, compressor, memory)
         return out.view(tensor.shape)
-    payload, ctx = compressor.compress(acc, name)
-    if compressor.kind == "dense":
-        send = payload[0]
-    memory.update(acc, name, compressor, payload, ctx)
+    stamp = PhaseProfile.start()
+    acc, payload, ctx = memory.compress(tensor, name, compressor)
     if profile is not None:
         profile.stop("encode", stamp)
+
+    def update_memory():
+        t0 = PhaseProfile.start()
+        memory.update(acc, name, compressor, payload, ctx)
+        if profile is not None:
+            profile.stop("encode", t0)
+
+    if compressor.kind == "sparse" and algorithm != "ring":
+        # the residual update overlaps the first block's time on the wire
+        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out,
+                                              output, profile, on_posted=update_memory)
+        return out if output == "sparse" else out.view(tensor.shape)
+    update_memory()   # dense kinds: the residual is a new tensor, the payload stays intact
     if compressor.kind == "dense":
-        out = yield from ring_allreduce(tr, tag, send.to(ctx.dtype))
+        out = yield from ring_allreduce(tr, tag, payload[0].to(ctx.dtype))
     elif compressor.kind == "shared_sparse":
         out = yield from shared_sparse_gen(tr, tag, payload, ctx, compressor, output)
-    elif compressor.kind == "sparse" and algorithm == "ring":
-        out = yield from sparse_ring_gen(tr, tag, payload, ctx, output)
     elif compressor.kind == "sparse":
-        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out,
-                                              output, profile)
+        out = yield from sparse_ring_gen(tr, tag, payload, ctx, output)
     else:
         out = yield from quantized_allgather_gen(tr, tag, payload, ctx, compressor)
     return out if output == "sparse" else out.view(tensor.shape)

@@ -125,7 +125,7 @@ def unpack(buf: np.ndarray, sizes: Sequence[int], like: Sequence[torch.Tensor]) 
 
 
 def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[int],
-                    during_first_step=None):
+                    during_first_step=None, on_receive=None):
     """Generator: ring allgather of variable-size byte blocks with known sizes.
 
     ``P - 1`` steps; at step ``s`` rank ``r`` forwards block ``r - s`` to
@@ -133,17 +133,26 @@ def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[
     of every rank's block (uint8 arrays, own block is ``mine``).
     ``during_first_step``, if given, is called once the first step's messages
     are posted (work that overlaps their time on the wire; not called at
-    ``P == 1``).
+    ``P == 1``). ``on_receive(i, block)``, if given, is called once for each
+    received block (read-only), as soon as the next step's messages are
+    posted, so that decoding block ``i`` overlaps the next step on the wire
+    (the last block's call follows the last step).
     """
     P, r = tr.size, tr.rank
     blocks = [mine if i == r else np.empty(int(nbytes[i]), np.uint8) for i in range(P)]
     right, left = (r + 1) % P, (r - 1) % P
+    arrived = None
     for s in range(P - 1):
         send_i, recv_i = (r - s) % P, (r - s - 1) % P
         reqs = [tr.irecv(blocks[recv_i], left, tag), tr.isend(blocks[send_i], right, tag)]
         if s == 0 and during_first_step is not None:
             during_first_step()
+        if arrived is not None and on_receive is not None:
+            on_receive(arrived, blocks[arrived])
+        arrived = recv_i
         yield reqs
+    if arrived is not None and on_receive is not None:
+        on_receive(arrived, blocks[arrived])
     return blocks
 
 

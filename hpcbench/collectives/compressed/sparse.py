@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hpcbench.collectives.compressed import index_codec
 from hpcbench.collectives.compressed._engine import (allgather_sizes, pack, ring_allgatherv,
                                                      ring_allreduce, unpack)
 from hpcbench.collectives.compressed.profile import PhaseProfile
@@ -21,20 +22,41 @@ def _zeroed(out, ctx) -> torch.Tensor:
     return out.view(-1).zero_()
 
 
+_RAW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _raw(values: torch.Tensor) -> np.ndarray:
+    """The values' bytes as a numpy integer array of the same item size (bfloat16 included)."""
+    return values.contiguous().view(_RAW[values.element_size()]).numpy()
+
+
+def _aligned(n: int) -> int:
+    return (n + 7) // 8 * 8
+
+
 def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool, out=None,
-                         output: str = "dense", profile: PhaseProfile | None = None):
+                         output: str = "dense", profile: PhaseProfile | None = None,
+                         on_posted=None):
     """Generator: allgather every rank's ``(indices, values)``, then sum them.
 
-    A ring allgather of the packed payloads (``P - 1`` steps; at step ``s``
-    rank ``r`` forwards block ``r - s`` to ``r + 1``), preceded by an exchange
-    of sizes (one int64 pair per rank) unless the compressor is
-    ``fixed_size``. With ``output="dense"`` the output is zeroed while the
-    first block is on the wire, and once all blocks are in, each rank's
-    ``(indices, values)`` is scatter-added in rank order
+    Each rank's block is its indices in the wire encoding of
+    :mod:`~hpcbench.collectives.compressed.index_codec` (16-bit offsets in
+    64Ki-element blocks when that is smaller; pairs sorted by index first,
+    which leaves the sum unchanged since a payload's indices are distinct),
+    padded to 8 bytes, then its values. Blocks travel by a ring allgather
+    (``P - 1`` steps; at step ``s`` rank ``r`` forwards block ``r - s`` to
+    ``r + 1``), preceded by an exchange of counts (one int64 per rank) unless
+    the compressor is ``fixed_size``. Each received block is decoded while
+    the next step is on the wire. With ``output="dense"`` the output is
+    zeroed while the first block is on the wire, and once all blocks are in,
+    each rank's ``(indices, values)`` is scatter-added in rank order
     (:func:`~hpcbench.collectives.compressed.sparse_sum.scatter_sum`).
 
     Parameters
     ----------
+    payload : tuple of torch.Tensor
+        ``(indices, values)``: distinct int32/int64 positions in the flat
+        tensor, shape (k,), and the values, shape (k,).
     out : torch.Tensor, optional
         Dense output to overwrite (``ctx.numel`` elements, ``ctx.dtype``);
         a new tensor if omitted. Ignored with ``output="sparse"``.
@@ -44,7 +66,11 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
         received parts, in rank order (its ``to_dense()`` is bitwise the dense
         result).
     profile : PhaseProfile, optional
-        Receives the ``decode`` phase.
+        Receives the ``encode`` time of the wire encoding and the ``decode``
+        phase (index decoding, zeroing, scatter-add).
+    on_posted : callable, optional
+        Called once, with no argument, right after the first messages are
+        posted (the error-feedback residual update overlaps the wire there).
 
     Returns
     -------
@@ -52,30 +78,60 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
         Flat tensor of ``ctx.numel`` elements in ``ctx.dtype``,
         ``sum_r decompress(payload_r)``; or its sparse form.
     """
-    buf, sizes = pack(payload)
-    P = tr.size
-    if fixed_size or P == 1:
-        all_sizes = [sizes] * P
-    else:
-        all_sizes = yield from allgather_sizes(tr, tag + 2, sizes)
-    nbytes = [sum((s + 7) // 8 * 8 for s in ss) if len(ss) > 1 else ss[0] for ss in all_sizes]
-    dense = output == "dense"
-
-    def zero_output():  # overlaps the first block's time on the wire
-        nonlocal out
-        stamp = PhaseProfile.start()
-        out = _zeroed(out, ctx)
-        if profile is not None:
-            profile.stop("decode", stamp)
-
-    blocks = yield from ring_allgatherv(tr, tag, buf, nbytes,
-                                        during_first_step=zero_output if dense else None)
     stamp = PhaseProfile.start()
-    parts = [unpack(b, ss, payload) for b, ss in zip(blocks, all_sizes)]
+    numel, P, r = ctx.numel, tr.size, tr.rank
+    vdtype = payload[1].dtype
+    vsize = payload[1].element_size()
+    idx, vraw = index_codec.sort_pairs(payload[0].numpy(), _raw(payload[1]))
+    k = int(idx.shape[0])
+    ib = index_codec.index_nbytes(k, numel)
+    buf = np.empty(_aligned(ib) + k * vsize, np.uint8)
+    buf[:ib] = index_codec.encode(idx, numel)
+    buf[_aligned(ib):] = vraw.view(np.uint8)
+    own = (torch.from_numpy(idx), torch.from_numpy(vraw).view(vdtype) if k else payload[1])
+    if profile is not None:
+        profile.stop("encode", stamp)
+    if fixed_size or P == 1:
+        counts = [k] * P
+    else:
+        got = yield from allgather_sizes(tr, tag + 2, [k])
+        counts = [c[0] for c in got]
+    nbytes = [_aligned(index_codec.index_nbytes(c, numel)) + c * vsize for c in counts]
+    dense = output == "dense"
+    parts: list = [None] * P
+    parts[r] = own
+
+    def first_step():  # overlaps the first block's time on the wire
+        nonlocal out, on_posted
+        if on_posted is not None:
+            on_posted()
+            on_posted = None
+        if dense:
+            t0 = PhaseProfile.start()
+            out = _zeroed(out, ctx)
+            if profile is not None:
+                profile.stop("decode", t0)
+
+    def decode(i, block):
+        t0 = PhaseProfile.start()
+        c = counts[i]
+        cb = index_codec.index_nbytes(c, numel)
+        vals = (torch.from_numpy(block[_aligned(cb):]).view(vdtype) if c
+                else torch.empty(0, dtype=vdtype))
+        parts[i] = (torch.from_numpy(index_codec.decode(block[:cb], c, numel)), vals)
+        if profile is not None:
+            profile.stop("decode", t0)
+
+    blocks = yield from ring_allgatherv(tr, tag, buf, nbytes, during_first_step=first_step,
+                                        on_receive=decode)
+    del blocks
+    if P == 1:   # no message was posted, so the ring never called it
+        first_step()
+    stamp = PhaseProfile.start()
     if not dense:
         result = SparseSum(parts, ctx.shape, ctx.dtype)
     else:
-        result = scatter_sum(parts, out if P > 1 else _zeroed(out, ctx))
+        result = scatter_sum(parts, out)
     if profile is not None:
         profile.stop("decode", stamp)
     return result

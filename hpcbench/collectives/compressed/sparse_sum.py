@@ -6,6 +6,8 @@ from typing import Sequence
 
 import torch
 
+from hpcbench.collectives.compressed import _scatter
+
 __all__ = ["SparseSum", "scatter_sum", "coalesce"]
 
 
@@ -14,7 +16,9 @@ def scatter_sum(parts, out: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
 
     Every rank adds the same parts in the same (rank) order, so the float
     additions happen in the same sequence and all ranks get bitwise-equal
-    results; the same sequence as one ``index_add_`` of the concatenation.
+    results; the same sequence as one ``index_add_`` of the concatenation
+    (the compiled loop of :mod:`~hpcbench.collectives.compressed._scatter`
+    when it applies, ``index_add_`` otherwise: bitwise the same).
 
     Parameters
     ----------
@@ -26,10 +30,13 @@ def scatter_sum(parts, out: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
     """
     for idx, vals in parts:
         if idx.numel():
-            if alpha == 1.0:
-                out.index_add_(0, idx, vals.to(out.dtype))
+            vals = vals.to(out.dtype)
+            if alpha != 1.0:
+                out.index_add_(0, idx, vals, alpha=alpha)
+            elif _scatter.supported(out, idx, vals):
+                _scatter.scatter_add(out, idx, vals)
             else:
-                out.index_add_(0, idx, vals.to(out.dtype), alpha=alpha)
+                out.index_add_(0, idx, vals)
     return out
 
 
