@@ -129,3 +129,22 @@ def test_scatter_add_refuses_bad_input():
         _scatter.scatter_add(out.to(torch.bfloat16), torch.tensor([1]), torch.ones(1, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="one shape"):
         _scatter.scatter_add(out, torch.tensor([1, 2]), torch.ones(3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.integers(1, 3000), seed=st.integers(0, 2 ** 16), frac=st.floats(0.0, 1.0),
+       dtype=st.sampled_from([np.float32, np.float64]), levels=st.sampled_from([0, 3, 50]))
+def test_trim_equals_partition_trim(c, seed, frac, dtype, levels):
+    """Radix-select trim == np.partition trim, ties at the k-th magnitude included."""
+    rng = np.random.default_rng(seed)
+    a = (rng.integers(-levels, levels + 1, size=c) if levels else rng.standard_normal(c)).astype(dtype)
+    if c > 4:
+        a[rng.integers(0, c, size=3)] = rng.choice(np.array(SPECIAL, dtype=dtype), size=3)
+    itype = np.int32 if dtype == np.float32 else np.int64
+    raw = a.view(itype)
+    cand = np.sort(rng.choice(10 * c, size=c, replace=False)).astype(np.int64)
+    k = max(1, int(frac * c))
+    signless = itype(np.iinfo(itype).max)
+    ref = TopKSelector._trim(cand, raw, signless, k)
+    got = _scan.trim(cand, raw, signless, k)
+    assert np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1])

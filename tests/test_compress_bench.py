@@ -35,6 +35,8 @@ def test_bench_cli_two_ranks(tmp_path):
         enc = f["allreduce/encode"][:]
         assert all(e > 0 for e, c in zip(enc, comps) if c == "topk")
         assert all(w > 0 for w in f["allreduce/wire"][:])
+        assert proc.stdout.count("(torch.topk)") == 1           # the reference selection, same run
+        assert f["local/vs_torch_topk"][:].min() > 0 and f["local"].attrs["rows"] == 4   # no powersgd row
         assert f["convergence"].attrs["rows"] == 5
         assert f["convergence/lr_scale"][:].min() > 0
 

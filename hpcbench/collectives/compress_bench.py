@@ -7,7 +7,8 @@ Run under MPI, e.g.::
 
 Tables written (HDF5, kind ``"compress"``): ``local`` (rank 0 alone, others
 sleeping in a barrier: compress/decompress time, throughput, wire ratio,
-recall vs exact top-k), ``allreduce`` (end-to-end time of error-compensated
+recall vs exact top-k, and speed relative to ``torch.topk(|x|, k)`` timed on
+the same sizes in the same run), ``allreduce`` (end-to-end time of error-compensated
 compressed allreduce vs the dense ring allreduce on the same modelled link,
 measured side by side in one run: max over ranks, median over repeats) and,
 with ``--convergence``, ``convergence`` (digits MLP, see
@@ -168,6 +169,19 @@ def _local(name, n, a):
             "recall": statistics.mean(rec) if rec else float("nan")}
 
 
+def _torch_topk_s(n, a):
+    """Rank 0 only: median seconds of ``torch.topk(x.abs(), k)`` (the reference selection)."""
+    k = max(1, int(np.ceil(a.ratio * n)))
+    ts = []
+    for step in range(a.warmup + a.repeats):
+        x = _grad(n, step, 0, a.seed)
+        t = time.perf_counter()
+        torch.topk(x.abs(), k, sorted=False)
+        if step >= a.warmup:
+            ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
 #: per-step statistics of :func:`_timed` and how each is reduced over ranks
 STATS = (("time", max), ("cpu", statistics.mean), ("encode", max), ("encode_cpu", max),
          ("decode", max), ("decode_cpu", max), ("wire", max))
@@ -229,7 +243,9 @@ def main(argv=None) -> int:
                 Column("compress_s", "f8", "s"), Column("decompress_s", "f8", "s"),
                 Column("throughput", "f8", "GB/s", "input bytes / compress time"),
                 Column("wire_ratio", "f8", "1", "payload bytes / dense bytes"),
-                Column("recall", "f8", "1", "fraction of exact top-k selected (NaN if n/a)")],
+                Column("recall", "f8", "1", "fraction of exact top-k selected (NaN if n/a)"),
+                Column("vs_torch_topk", "f8", "1",
+                       "time of torch.topk(|x|, k) on the same size / compress time")],
                 "rank 0 alone, median over repeats after warmup")
             t_ar = rf.table("allreduce", [
                 Column("compressor", "str", "1"), Column("size_bytes", "i8", "B"),
@@ -250,19 +266,26 @@ def main(argv=None) -> int:
                 f"world size {comm.size}, median over repeats")
             print(f"# hpcbench compress: {comm.size} ranks on {os.cpu_count()} cores, "
                   f"{a.threads} thread(s) each, ratio kept {a.ratio}, links {links}")
-            print(f"{'compressor':<15}{'MB':>8}{'comp ms':>10}{'dec ms':>9}{'GB/s':>8}{'wire':>9}{'recall':>8}")
+            print(f"{'compressor':<15}{'MB':>8}{'comp ms':>10}{'dec ms':>9}{'GB/s':>8}{'wire':>9}{'recall':>8}"
+                  f"{'vs topk':>9}")
         for mb in a.sizes_mb:
             n = int(mb * 1e6 / 4)
+            if rank == 0:
+                ref = _torch_topk_s(n, a)
+                print(f"{'(torch.topk)':<15}{mb:>8.2f}{1e3 * ref:>10.2f}{'-':>9}{4 * n / ref / 1e9:>8.2f}"
+                      f"{'-':>9}{1.0:>8.3f}{1.0:>9.2f}", flush=True)
             for name in a.compressors:
                 if rank == 0:
                     r = _local(name, n, a)
                     if r:
+                        vs = ref / r["compress_s"] if r["compress_s"] > 0 else math.inf
                         t_local.append({"compressor": name, "size_bytes": 4 * n, "compress_ratio": a.ratio,
                                         "compress_s": r["compress_s"], "decompress_s": r["decompress_s"],
                                         "throughput": r["throughput_GBps"], "wire_ratio": r["wire_ratio"],
-                                        "recall": r["recall"]})
+                                        "recall": r["recall"], "vs_torch_topk": vs})
                         print(f"{name:<15}{mb:>8.2f}{1e3 * r['compress_s']:>10.2f}{1e3 * r['decompress_s']:>9.2f}"
-                              f"{r['throughput_GBps']:>8.2f}{r['wire_ratio']:>9.4f}{r['recall']:>8.3f}", flush=True)
+                              f"{r['throughput_GBps']:>8.2f}{r['wire_ratio']:>9.4f}{r['recall']:>8.3f}"
+                              f"{vs:>9.2f}", flush=True)
                 sleep_barrier(comm)
         if not a.no_allreduce:
             if rank == 0:

@@ -174,7 +174,12 @@ class TopKSelector:
             addarr = None                             # applied: a retry must not add again
             if cand.shape[0] >= k:
                 self.last_candidates = int(cand.shape[0])
-                idx, raw = self._trim(cand, raw, signless, k)
+                if cand.shape[0] == k:
+                    idx = cand
+                elif _scan.available():
+                    idx, raw = _scan.trim(cand, raw, signless, k)
+                else:
+                    idx, raw = self._trim(cand, raw, signless, k)
                 return torch.from_numpy(idx), torch.from_numpy(raw.view(arr.dtype))
             z = 2.0 * z + 1.0
         if addarr is not None:
