@@ -189,8 +189,8 @@ def test_profile_records_encode_and_decode(comm):
 
 
 @pytest.mark.parametrize("output", ["dense", "sparse"])
-def test_large_topk_with_error_feedback_is_exact_and_sends_blocked_indices(comm, output):
-    """Fast path (compiled fused scan, blocked index wire encoding): bitwise the rank-ordered sum.
+def test_large_topk_with_error_feedback_is_exact_and_sends_elias_fano_indices(comm, output):
+    """Fast path (compiled fused scan, Elias-Fano index wire encoding): bitwise the rank-ordered sum.
 
     Each rank replays every rank's error-feedback steps with twin objects (separate
     compensate and compress calls), so the expected sum is built without any collective.
@@ -218,6 +218,6 @@ def test_large_topk_with_error_feedback_is_exact_and_sends_blocked_indices(comm,
         assert torch.equal(dense.view(torch.int32), expect.view(torch.int32)), step
         assert torch.equal(mem.residuals["w"], twins[comm.rank][1].residuals["w"])
         block = (index_codec.index_nbytes(k, n) + 7) // 8 * 8 + 4 * k
-        assert index_codec.blocked(k, n) and tr.bytes_sent - sent == (comm.size - 1) * block
+        assert index_codec.low_bits(k, n) == 8 and tr.bytes_sent - sent == (comm.size - 1) * block
         assert c.selector.fallbacks == 0 and c.selector.last_candidates >= k   # the fast path ran
     tr.free()

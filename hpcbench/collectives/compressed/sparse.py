@@ -40,9 +40,10 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
     """Generator: allgather every rank's ``(indices, values)``, then sum them.
 
     Each rank's block is its indices in the wire encoding of
-    :mod:`~hpcbench.collectives.compressed.index_codec` (16-bit offsets in
-    64Ki-element blocks when that is smaller; pairs sorted by index first,
-    which leaves the sum unchanged since a payload's indices are distinct),
+    :mod:`~hpcbench.collectives.compressed.index_codec` (Elias-Fano with a
+    byte-aligned low part when that is smaller than plain int32; pairs
+    sorted by index first, which leaves the sum unchanged since a payload's
+    indices are distinct),
     padded to 8 bytes, then its values. Blocks travel by a ring allgather
     (``P - 1`` steps; at step ``s`` rank ``r`` forwards block ``r - s`` to
     ``r + 1``), preceded by an exchange of counts (one int64 per rank) unless
