@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-index", type=int, default=0)
     p.add_argument("--trace-scale", type=float, default=1.0, help="multiply trace rates (e.g. 1000)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (warm thresholds)")
+    p.add_argument("--warmup", type=int, default=2,
+                   help="untimed steps first (warm thresholds; load the compiled loops)")
     p.add_argument("--no-allreduce", action="store_true", help="local measurements only")
     p.add_argument("--outputs", type=_csv(_output), default=["dense"],
                    help="result forms of the sparse compressors: dense (tensor), sparse (SparseSum)")
