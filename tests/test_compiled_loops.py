@@ -148,3 +148,29 @@ def test_trim_equals_partition_trim(c, seed, frac, dtype, levels):
     ref = TopKSelector._trim(cand, raw, signless, k)
     got = _scan.trim(cand, raw, signless, k)
     assert np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("feedback", [False, True])
+def test_thresholdv_compiled_equals_numpy_path(dtype, feedback):
+    """Same selections, thresholds and candidate counts over drifting steps (NaN included)."""
+    g = torch.Generator().manual_seed(11)
+    n, ratio = 50_000, 0.01
+    base = torch.randn(n, generator=g, dtype=dtype)
+    steps = [base * (1 + 0.2 * s) + torch.randn(n, generator=g, dtype=dtype) for s in range(6)]
+    steps[3][[5, 77]] = float("nan")
+    steps[4] = steps[4] * 0.3                        # far fewer candidates: the padding branch
+    runs = []
+    for off in (False, True):
+        with jit_off() if off else contextlib.nullcontext():
+            c, mem, out = create("thresholdv", compress_ratio=ratio), ErrorFeedback(), []
+            for x in steps:
+                if feedback:
+                    acc, p, ctx = mem.compress(x, "g", c)
+                    mem.update(acc, "g", c, p, ctx)
+                else:
+                    p, _ = c.compress(x, "g")
+                out.append((np.sort(p[0].numpy()), c.selector.threshold["g"], c.selector.last_candidates["g"]))
+        runs.append(out)
+    for (i1, t1, c1), (i2, t2, c2) in zip(*runs):
+        assert np.array_equal(i1, i2) and t1 == t2 and c1 == c2

@@ -25,10 +25,17 @@ results, tested against each other).
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from hpcbench.runtime import jit
 
-__all__ = ["available", "scan", "trim", "BLOCK"]
+__all__ = ["available", "scan", "trim", "BLOCK", "BITS", "INF_BITS"]
+
+#: float dtype -> (integer view dtype, mask clearing the sign bit)
+BITS = {torch.float32: (np.int32, np.int32(0x7FFFFFFF)),
+        torch.float64: (np.int64, np.int64(0x7FFFFFFFFFFFFFFF))}
+#: float dtype -> bits of +inf (magnitudes above it are NaN)
+INF_BITS = {torch.float32: np.int32(0x7F800000), torch.float64: np.int64(0x7FF0000000000000)}
 
 #: elements tested together by the vectorised block filter
 BLOCK = 32

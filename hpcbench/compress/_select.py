@@ -42,8 +42,7 @@ __all__ = ["topk_abs", "TopKSelector"]
 MIN_NUMEL = 1 << 16
 
 
-_BITS = {torch.float32: (np.int32, np.int32(0x7FFFFFFF)),
-         torch.float64: (np.int64, np.int64(0x7FFFFFFFFFFFFFFF))}
+_BITS = _scan.BITS
 
 
 class TopKSelector:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import torch
 
+from hpcbench.compress import _scan
 from hpcbench.compress._sparse import SparseCompressor, k_of
 from hpcbench.compress.base import Context, Payload, as_flat, check_ratio
 
@@ -102,6 +103,59 @@ class AdaptiveThreshold:
         self.threshold[name] = thr * (1.0 - self.decrease)
         return np.concatenate([cand, pad])
 
+    def compiled_ready(self, flat: torch.Tensor, k: int, name: str) -> bool:
+        """True when :meth:`select_compiled` applies: float32/64 1-D contiguous, a finite
+        threshold from an earlier step, ``trim="topk"``, ``0 < k < n``, compiled loops on."""
+        thr = self.threshold.get(name)
+        return (thr is not None and math.isfinite(thr) and self.trim == "topk"
+                and flat.dtype in _scan.BITS and flat.dim() == 1 and flat.is_contiguous()
+                and 0 < k < flat.numel() and _scan.available())
+
+    def select_compiled(self, flat: torch.Tensor, k: int, name: str,
+                        add: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`select` on ``|flat|`` (of ``flat + add``, added in place) in one compiled pass.
+
+        Same candidates, counts, thresholds and padding as :meth:`select` on
+        ``abs(flat)`` (NaN is never a candidate there, so it is dropped here);
+        surplus candidates are trimmed by the compiled radix select, which
+        may pick other elements among ties at the k-th magnitude than
+        ``np.argpartition``. Only when :meth:`compiled_ready`.
+
+        Returns
+        -------
+        indices : np.ndarray
+            int64, shape (k,), distinct.
+        raw : np.ndarray
+            The selected elements' bits (int32/int64; view as ``flat``'s dtype).
+        """
+        itype, signless = _scan.BITS[flat.dtype]
+        arr = flat.detach().numpy()
+        bits = arr.view(itype)
+        n = arr.shape[0]
+        thr = self.threshold[name]
+        t = np.asarray(thr, dtype=arr.dtype).view(itype)[()]    # the float threshold's bits
+        cap = 1.5 * self.last_candidates.get(name, k) + 4096
+        cand, raw = _scan.scan(arr, bits, signless, t, cap, None if add is None else add.numpy())
+        mag = raw & signless
+        finite = mag <= _scan.INF_BITS[flat.dtype]
+        if not finite.all():                                      # NaN: never >= thr in select()
+            cand, raw, mag = cand[finite], raw[finite], mag[finite]
+        count = cand.shape[0]
+        self.last_candidates[name] = count
+        if count > k:
+            idx, raw = _scan.trim(cand, raw, signless, k)
+            kth = (raw & signless).min()
+            self.threshold[name] = float(np.asarray(kth, itype).view(arr.dtype)) * (1.0 - self.margin)
+            return idx, raw
+        if count == k:
+            return cand, raw
+        need = k - count
+        free = np.ones(min(n, count + need), bool)
+        free[cand[cand < free.shape[0]]] = False
+        pad = np.flatnonzero(free)[:need]
+        self.threshold[name] = thr * (1.0 - self.decrease)
+        return np.concatenate([cand, pad]), np.concatenate([raw, bits[pad]])
+
 
 class ThresholdVCompressor(SparseCompressor):
     """Adaptive-threshold sparsifier emitting exactly ``k`` elements (StellaTrain).
@@ -137,11 +191,26 @@ class ThresholdVCompressor(SparseCompressor):
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
         flat = as_flat(tensor)
+        k = k_of(flat.numel(), self.compress_ratio)
         ctx = self._context(tensor, name)
-        k = k_of(ctx.numel, self.compress_ratio)
+        if self.selector.compiled_ready(flat, k, name):
+            idx, raw = self.selector.select_compiled(flat, k, name)
+            return self._pack(flat, idx, ctx, torch.from_numpy(raw).view(flat.dtype))
         scores = abs_scores(flat, self._buf.get(name))
         self._buf[name] = scores
         return self._pack(flat, self.selector.select(scores, k, name), ctx)
+
+    def compress_accumulate(self, acc: torch.Tensor, tensor: torch.Tensor,
+                            name: str) -> tuple[Payload, Context]:
+        """``acc += tensor`` fused into the compiled threshold pass when it applies; as ``compress``."""
+        flat = acc.view(-1) if acc.is_contiguous() else None
+        k = k_of(acc.numel(), self.compress_ratio)
+        if (flat is None or acc.shape != tensor.shape or acc.dtype != tensor.dtype
+                or not self.selector.compiled_ready(flat, k, name)):
+            return super().compress_accumulate(acc, tensor, name)
+        ctx = self._context(acc, name)
+        idx, raw = self.selector.select_compiled(flat, k, name, add=as_flat(tensor.detach()))
+        return self._pack(flat, idx, ctx, torch.from_numpy(raw).view(flat.dtype))
 
     def __repr__(self) -> str:
         return f"ThresholdVCompressor(compress_ratio={self.compress_ratio}, trim={self.selector.trim!r})"
