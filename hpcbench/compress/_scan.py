@@ -168,9 +168,14 @@ def scan(arr: np.ndarray, bits: np.ndarray, signless, t, capacity: int,
     ------
     RuntimeError
         If the compiled kernels are not available (check :func:`available`).
+    ValueError
+        If ``addarr``'s shape or dtype differs from ``arr``'s (the kernel
+        has no bounds checks).
     """
     if not available():
         raise RuntimeError("the compiled scan needs numba and HPCBENCH_JIT on; use the numpy path")
+    if addarr is not None and (addarr.shape != arr.shape or addarr.dtype != arr.dtype):
+        raise ValueError(f"addarr {addarr.shape}/{addarr.dtype} must match arr {arr.shape}/{arr.dtype}")
     add_scan, plain_scan, _ = _load()
     tf = np.asarray(t, dtype=bits.dtype).view(arr.dtype)[()]
     t = bits.dtype.type(t)
@@ -215,6 +220,8 @@ def trim(cand: np.ndarray, raw: np.ndarray, signless, k: int) -> tuple[np.ndarra
     """
     if not available():
         raise RuntimeError("the compiled trim needs numba and HPCBENCH_JIT on; use the numpy path")
+    if cand.shape[0] == k:
+        return cand, raw
     kernel = _load()[2]
     width = raw.dtype.itemsize * 8 - 1                  # magnitude bits
     shifts = np.arange(((width + 10) // 11 - 1) * 11, -1, -11, dtype=np.int64)

@@ -6,7 +6,7 @@ estimates a threshold ``t`` slightly *below* the k-th largest magnitude from a
 small random sample, gathers every candidate ``|x| >= t`` in one pass (the
 compiled scan of :mod:`hpcbench.compress._scan`, or numpy on cache-sized
 chunks), then selects among the candidates alone (about ``1.16 k`` of them)
-with one ``np.partition``.
+with a compiled radix select (or one ``np.partition``).
 
 Correctness never depends on the sample. Every element with ``|x| >= t`` is a
 candidate, so when at least ``k`` candidates come out the k largest among
@@ -119,9 +119,10 @@ class TopKSelector:
             Shape (n,), ``flat``'s dtype. ``flat += add`` is done first, in
             place (``flat`` then holds the sum, bitwise ``flat + add``), and
             the selection is over the sum. On the fast path the addition is
-            fused into the candidate pass, chunk by chunk, so the sum is
-            compared while it is still in cache: error feedback's ``e += x``
-            and the selection cost one pass over memory instead of two.
+            fused into the candidate pass (in registers in the compiled scan,
+            chunk by chunk in cache on the numpy path): error feedback's
+            ``e += x`` and the selection cost one pass over memory instead
+            of two.
 
         Returns
         -------
@@ -173,9 +174,7 @@ class TopKSelector:
             addarr = None                             # applied: a retry must not add again
             if cand.shape[0] >= k:
                 self.last_candidates = int(cand.shape[0])
-                if cand.shape[0] == k:
-                    idx = cand
-                elif _scan.available():
+                if _scan.available():
                     idx, raw = _scan.trim(cand, raw, signless, k)
                 else:
                     idx, raw = self._trim(cand, raw, signless, k)

@@ -194,8 +194,21 @@ class Compressor:
             The new contribution (not modified).
         name : str
             As for :meth:`compress`.
+
+        Raises
+        ------
+        ValueError
+            If ``acc`` and ``tensor`` differ in shape or dtype.
         """
+        self._check_accumulate(acc, tensor)
         return self.compress(acc.add_(tensor.detach()), name)
+
+    @staticmethod
+    def _check_accumulate(acc: torch.Tensor, tensor: torch.Tensor) -> None:
+        """Raise ``ValueError`` unless ``acc`` and ``tensor`` share shape and dtype."""
+        if acc.shape != tensor.shape or acc.dtype != tensor.dtype:
+            raise ValueError(f"compress_accumulate: acc {tuple(acc.shape)}/{acc.dtype} and tensor "
+                             f"{tuple(tensor.shape)}/{tensor.dtype} differ in shape or dtype")
 
     def residual(self, acc: torch.Tensor, payload: Payload, ctx: Context) -> torch.Tensor:
         """``acc - decompress(payload, ctx)`` computed in ``acc.dtype``.

@@ -136,10 +136,9 @@ class AdaptiveThreshold:
         t = np.asarray(thr, dtype=arr.dtype).view(itype)[()]    # the float threshold's bits
         cap = 1.5 * self.last_candidates.get(name, k) + 4096
         cand, raw = _scan.scan(arr, bits, signless, t, cap, None if add is None else add.numpy())
-        mag = raw & signless
-        finite = mag <= _scan.INF_BITS[flat.dtype]
+        finite = (raw & signless) <= _scan.INF_BITS[flat.dtype]
         if not finite.all():                                      # NaN: never >= thr in select()
-            cand, raw, mag = cand[finite], raw[finite], mag[finite]
+            cand, raw = cand[finite], raw[finite]
         count = cand.shape[0]
         self.last_candidates[name] = count
         if count > k:
@@ -192,10 +191,9 @@ class ThresholdVCompressor(SparseCompressor):
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
         flat = as_flat(tensor)
         k = k_of(flat.numel(), self.compress_ratio)
-        ctx = self._context(tensor, name)
         if self.selector.compiled_ready(flat, k, name):
-            idx, raw = self.selector.select_compiled(flat, k, name)
-            return self._pack(flat, idx, ctx, torch.from_numpy(raw).view(flat.dtype))
+            return self._compiled(flat, tensor, k, name)
+        ctx = self._context(tensor, name)
         scores = abs_scores(flat, self._buf.get(name))
         self._buf[name] = scores
         return self._pack(flat, self.selector.select(scores, k, name), ctx)
@@ -203,13 +201,16 @@ class ThresholdVCompressor(SparseCompressor):
     def compress_accumulate(self, acc: torch.Tensor, tensor: torch.Tensor,
                             name: str) -> tuple[Payload, Context]:
         """``acc += tensor`` fused into the compiled threshold pass when it applies; as ``compress``."""
-        flat = acc.view(-1) if acc.is_contiguous() else None
+        self._check_accumulate(acc, tensor)
         k = k_of(acc.numel(), self.compress_ratio)
-        if (flat is None or acc.shape != tensor.shape or acc.dtype != tensor.dtype
-                or not self.selector.compiled_ready(flat, k, name)):
+        if not (acc.is_contiguous() and self.selector.compiled_ready(acc.view(-1), k, name)):
             return super().compress_accumulate(acc, tensor, name)
-        ctx = self._context(acc, name)
-        idx, raw = self.selector.select_compiled(flat, k, name, add=as_flat(tensor.detach()))
+        return self._compiled(acc.view(-1), acc, k, name, add=as_flat(tensor.detach()))
+
+    def _compiled(self, flat: torch.Tensor, tensor: torch.Tensor, k: int, name: str,
+                  add: torch.Tensor | None = None) -> tuple[Payload, Context]:
+        ctx = self._context(tensor, name)
+        idx, raw = self.selector.select_compiled(flat, k, name, add=add)
         return self._pack(flat, idx, ctx, torch.from_numpy(raw).view(flat.dtype))
 
     def __repr__(self) -> str:

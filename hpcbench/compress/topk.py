@@ -41,21 +41,20 @@ class TopKCompressor(SparseCompressor):
         self.selector = selector if selector is not None else TopKSelector()
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
-        flat = as_flat(tensor)
-        ctx = self._context(tensor, name)
-        k = k_of(flat.numel(), self.compress_ratio)
-        idx, values = self.selector.select(flat, k)
-        return self._pack(flat, idx, ctx, values)
+        return self._select(as_flat(tensor), tensor, name)
 
     def compress_accumulate(self, acc: torch.Tensor, tensor: torch.Tensor,
                             name: str) -> tuple[Payload, Context]:
         """``acc += tensor`` fused into the selection's candidate pass; bitwise as ``compress``."""
-        if acc.shape != tensor.shape or acc.dtype != tensor.dtype or not acc.is_contiguous():
+        self._check_accumulate(acc, tensor)
+        if not acc.is_contiguous():
             return super().compress_accumulate(acc, tensor, name)
-        flat = acc.view(-1)
-        ctx = self._context(acc, name)
-        k = k_of(flat.numel(), self.compress_ratio)
-        idx, values = self.selector.select(flat, k, add=as_flat(tensor.detach()))
+        return self._select(acc.view(-1), acc, name, add=as_flat(tensor.detach()))
+
+    def _select(self, flat: torch.Tensor, tensor: torch.Tensor, name: str,
+                add: torch.Tensor | None = None) -> tuple[Payload, Context]:
+        ctx = self._context(tensor, name)
+        idx, values = self.selector.select(flat, k_of(flat.numel(), self.compress_ratio), add=add)
         return self._pack(flat, idx, ctx, values)
 
     def __repr__(self) -> str:

@@ -83,7 +83,7 @@ def _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out=None, o
         out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out,
                                               output, profile, on_posted=update_memory)
         return out if output == "sparse" else out.view(tensor.shape)
-    update_memory()   # dense kinds: the residual is a new tensor, the payload stays intact
+    update_memory()   # every residual update leaves the payload tensors intact
     if compressor.kind == "dense":
         out = yield from ring_allreduce(tr, tag, payload[0].to(ctx.dtype))
     elif compressor.kind == "shared_sparse":

@@ -20,7 +20,7 @@ from hpcbench.collectives.transport import Transport
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["CompressedRequest", "next_tag", "get_transport", "ring_allgatherv", "ring_allreduce",
-           "pack", "unpack", "run"]
+           "pack", "unpack", "run", "aligned"]
 
 
 def get_transport(transport: Transport | None, comm: MPI.Comm | None) -> Transport:
@@ -97,7 +97,8 @@ def _u8(a) -> np.ndarray:
     return a.view(np.uint8).reshape(-1)
 
 
-def _aligned(n: int) -> int:
+def aligned(n: int) -> int:
+    """``n`` rounded up to a multiple of 8 (payload parts start 8-byte aligned)."""
     return (n + 7) // 8 * 8
 
 
@@ -106,11 +107,11 @@ def pack(payload: Sequence[torch.Tensor]) -> tuple[np.ndarray, list[int]]:
     sizes = [t.numel() * t.element_size() for t in payload]
     if len(payload) == 1:
         return _u8(payload[0]), sizes
-    buf = np.zeros(sum(_aligned(s) for s in sizes), np.uint8)
+    buf = np.zeros(sum(aligned(s) for s in sizes), np.uint8)
     off = 0
     for t, s in zip(payload, sizes):
         buf[off:off + s] = _u8(t)
-        off += _aligned(s)
+        off += aligned(s)
     return buf, sizes
 
 
@@ -120,7 +121,7 @@ def unpack(buf: np.ndarray, sizes: Sequence[int], like: Sequence[torch.Tensor]) 
     for s, t in zip(sizes, like):
         part = torch.from_numpy(buf[off:off + s]) if s else torch.zeros(0, dtype=torch.uint8)
         out.append(part.view(t.dtype))
-        off += _aligned(s) if len(sizes) > 1 else s
+        off += aligned(s) if len(sizes) > 1 else s
     return tuple(out)
 
 
@@ -131,9 +132,9 @@ def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[
     ``P - 1`` steps; at step ``s`` rank ``r`` forwards block ``r - s`` to
     ``r + 1`` and receives block ``r - s - 1`` from ``r - 1``. Returns the list
     of every rank's block (uint8 arrays, own block is ``mine``).
-    ``during_first_step``, if given, is called once the first step's messages
-    are posted (work that overlaps their time on the wire; not called at
-    ``P == 1``). ``on_receive(i, block)``, if given, is called once for each
+    ``during_first_step``, if given, is called exactly once: as soon as the
+    first step's messages are posted (work that overlaps their time on the
+    wire), or at once at ``P == 1``, where nothing is sent. ``on_receive(i, block)``, if given, is called once for each
     received block (read-only), as soon as the next step's messages are
     posted, so that decoding block ``i`` overlaps the next step on the wire
     (the last block's call follows the last step).
@@ -141,6 +142,8 @@ def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[
     P, r = tr.size, tr.rank
     blocks = [mine if i == r else np.empty(int(nbytes[i]), np.uint8) for i in range(P)]
     right, left = (r + 1) % P, (r - 1) % P
+    if P == 1 and during_first_step is not None:
+        during_first_step()
     arrived = None
     for s in range(P - 1):
         send_i, recv_i = (r - s) % P, (r - s - 1) % P

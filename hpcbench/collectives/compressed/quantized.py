@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from hpcbench.collectives.compressed._engine import allgather_sizes, pack, ring_allgatherv, unpack
+from hpcbench.collectives.compressed._engine import (aligned, allgather_sizes, pack, ring_allgatherv,
+                                                     unpack)
 from hpcbench.collectives.transport import Transport
 
 __all__ = ["quantized_allgather_gen"]
@@ -22,7 +23,7 @@ def quantized_allgather_gen(tr: Transport, tag: int, payload, ctx, compressor):
         all_sizes = [sizes] * tr.size
     else:
         all_sizes = yield from allgather_sizes(tr, tag + 2, sizes)
-    nbytes = [sum((s + 7) // 8 * 8 for s in ss) if len(ss) > 1 else ss[0] for ss in all_sizes]
+    nbytes = [sum(aligned(s) for s in ss) if len(ss) > 1 else ss[0] for ss in all_sizes]
     blocks = yield from ring_allgatherv(tr, tag, buf, nbytes)
     work = torch.float64 if ctx.dtype == torch.float64 else torch.float32
     out = torch.zeros(ctx.numel, dtype=work)

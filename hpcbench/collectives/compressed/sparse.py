@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from hpcbench.collectives.compressed import index_codec
-from hpcbench.collectives.compressed._engine import (allgather_sizes, pack, ring_allgatherv,
-                                                     ring_allreduce, unpack)
+from hpcbench.collectives.compressed._engine import (aligned, allgather_sizes, pack,
+                                                     ring_allgatherv, ring_allreduce, unpack)
 from hpcbench.collectives.compressed.profile import PhaseProfile
 from hpcbench.collectives.compressed.sparse_sum import SparseSum, coalesce, scatter_sum
 from hpcbench.collectives.transport import Transport
@@ -28,10 +28,6 @@ _RAW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 def _raw(values: torch.Tensor) -> np.ndarray:
     """The values' bytes as a numpy integer array of the same item size (bfloat16 included)."""
     return values.contiguous().view(_RAW[values.element_size()]).numpy()
-
-
-def _aligned(n: int) -> int:
-    return (n + 7) // 8 * 8
 
 
 def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool, out=None,
@@ -86,9 +82,9 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
     idx, vraw = index_codec.sort_pairs(payload[0].numpy(), _raw(payload[1]))
     k = int(idx.shape[0])
     ib = index_codec.index_nbytes(k, numel)
-    buf = np.empty(_aligned(ib) + k * vsize, np.uint8)
+    buf = np.empty(aligned(ib) + k * vsize, np.uint8)
     buf[:ib] = index_codec.encode(idx, numel)
-    buf[_aligned(ib):] = vraw.view(np.uint8)
+    buf[aligned(ib):] = vraw.view(np.uint8)
     own = (torch.from_numpy(idx), torch.from_numpy(vraw).view(vdtype) if k else payload[1])
     if profile is not None:
         profile.stop("encode", stamp)
@@ -97,16 +93,15 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
     else:
         got = yield from allgather_sizes(tr, tag + 2, [k])
         counts = [c[0] for c in got]
-    nbytes = [_aligned(index_codec.index_nbytes(c, numel)) + c * vsize for c in counts]
+    nbytes = [aligned(index_codec.index_nbytes(c, numel)) + c * vsize for c in counts]
     dense = output == "dense"
     parts: list = [None] * P
     parts[r] = own
 
     def first_step():  # overlaps the first block's time on the wire
-        nonlocal out, on_posted
+        nonlocal out
         if on_posted is not None:
             on_posted()
-            on_posted = None
         if dense:
             t0 = PhaseProfile.start()
             out = _zeroed(out, ctx)
@@ -117,17 +112,14 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
         t0 = PhaseProfile.start()
         c = counts[i]
         cb = index_codec.index_nbytes(c, numel)
-        vals = (torch.from_numpy(block[_aligned(cb):]).view(vdtype) if c
+        vals = (torch.from_numpy(block[aligned(cb):]).view(vdtype) if c
                 else torch.empty(0, dtype=vdtype))
         parts[i] = (torch.from_numpy(index_codec.decode(block[:cb], c, numel)), vals)
         if profile is not None:
             profile.stop("decode", t0)
 
-    blocks = yield from ring_allgatherv(tr, tag, buf, nbytes, during_first_step=first_step,
-                                        on_receive=decode)
-    del blocks
-    if P == 1:   # no message was posted, so the ring never called it
-        first_step()
+    yield from ring_allgatherv(tr, tag, buf, nbytes, during_first_step=first_step,
+                               on_receive=decode)
     stamp = PhaseProfile.start()
     if not dense:
         result = SparseSum(parts, ctx.shape, ctx.dtype)
@@ -167,7 +159,7 @@ def _recv_sparse(tr, tag, source, vdtype):
     n = int(count[0])
     vsize = torch.empty(0, dtype=vdtype).element_size()
     sizes = [8 * n, vsize * n]
-    body = np.empty(sum((s + 7) // 8 * 8 for s in sizes), np.uint8)
+    body = np.empty(sum(aligned(s) for s in sizes), np.uint8)
     yield [tr.irecv(body, source, tag + 1)]
     idx, vals = unpack(body, sizes, (torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=vdtype)))
     return idx, vals
