@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Literal, Mapping, Union
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
+
+from hpcbench.runtime import config as _config
+from hpcbench.runtime.config import ConfigError, Strict
 
 __all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
            "FLConfig", "load_config", "flatten_keys"]
 
 
-class ConfigError(ValueError):
-    """Invalid job configuration; the message names the key and the value."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+_Strict = Strict
 
 
 class DatasetConfig(_Strict):
@@ -43,13 +40,17 @@ class DatasetConfig(_Strict):
     partition: Literal["dirichlet", "iid", "natural"] = "dirichlet"
     alpha: float = Field(0.5, gt=0)
     num_clients: int = Field(100, ge=1, le=100_000_000)
-    samples_per_client: int | None = Field(None, ge=1)
+    samples_per_client: int | None = Field(None, ge=1, le=1_000_000)
     test_fraction: float = Field(0.2, gt=0, lt=1)
     seq_len: int = Field(80, ge=2, le=1024)
     max_test_samples: int = Field(2000, ge=1)
 
     @model_validator(mode="after")
     def _check(self):
+        if self.samples_per_client is not None and self.num_clients * self.samples_per_client >= 2**31:
+            raise ValueError(f"num_clients x samples_per_client = "
+                             f"{self.num_clients * self.samples_per_client} sample assignments; at most "
+                             f"{2**31 - 1} fit the 32-bit index")
         if self.name == "digits" and self.partition == "natural":
             raise ValueError("partition 'natural' needs dataset 'shakespeare' (one client per role)")
         if self.name == "shakespeare" and self.partition != "natural":
@@ -138,95 +139,21 @@ class FLConfig(_Strict):
                 raise ValueError(f"{name} must be finite")
         return self
 
-    def output_path(self, start: str) -> Path:
-        """Output file with ``{job_name}`` and ``{start}`` (compact UTC time) filled in."""
-        stamp = start.replace(":", "").replace("-", "").replace("+0000", "Z")
-        return Path(self.output.format(job_name=self.job_name, start=stamp))
-
 
 def flatten_keys(model: type[BaseModel] = FLConfig, prefix: str = "") -> list[str]:
-    """Every leaf key of the config, dotted (``dataset.alpha``...)."""
-    keys = []
-    for name, field in model.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            keys += flatten_keys(ann, prefix + name + ".")
-        else:
-            keys.append(prefix + name)
-    return keys
-
-
-def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
-    node = tree
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif not isinstance(child, dict):
-            raise ConfigError(f"{dotted}: cannot set a sub-key of {part!r} (= {child!r})")
-        node = child
-    node[parts[-1]] = value
-
-
-def _format_error(err: ValidationError, source: str) -> str:
-    lines = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        if e["type"] == "extra_forbidden":
-            lines.append(f"{source}: unknown key {key!r} (value {e['input']!r})")
-        elif e["type"] == "value_error" and not e["loc"]:
-            lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
-        else:
-            lines.append(f"{source}: key {key!r} has bad value {e['input']!r}: {e['msg']}")
-    return "\n".join(lines)
+    """Every leaf key of the FL config, dotted (``dataset.alpha``...)."""
+    return _config.flatten_keys(model, prefix)
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, str] | None = None) -> FLConfig:
     """Read a YAML job file, apply ``--key value`` overrides, validate.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path, optional
-        YAML job file; defaults apply where omitted (or with no file at all).
-    overrides : mapping of str to str, optional
-        Dotted key to raw string value, parsed as a YAML scalar.
-
-    Returns
-    -------
-    FLConfig
+    See :func:`hpcbench.runtime.config.load_config`.
 
     Raises
     ------
     ConfigError
-        Missing or unparsable file, unknown key, wrong type or out-of-range
-        value; the message names the key and the value.
+        Missing, unreadable, empty or unparsable file, unknown key, wrong type
+        or out-of-range value; the message names the key and the value.
     """
-    source = str(path) if path is not None else "<defaults>"
-    raw: dict = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {source!r} does not exist")
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{source}: top level must be a mapping of keys, got {type(loaded).__name__}")
-        raw = loaded
-    known = set(flatten_keys())
-    for key, text in (overrides or {}).items():
-        if key not in known:
-            raise ConfigError(f"command line: unknown key {key!r} (value {text!r})")
-        try:
-            value = yaml.safe_load(text) if text != "" else ""
-        except yaml.YAMLError:
-            value = text
-        _set_dotted(raw, key, value)
-    try:
-        return FLConfig.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(_format_error(err, source)) from None
+    return _config.load_config(FLConfig, path, overrides)

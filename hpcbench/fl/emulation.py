@@ -44,6 +44,7 @@ from hpcbench.fl.output import (CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STA
                                 STATUS_STRAGGLER)
 from hpcbench.fl.training import client_generator, evaluate, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
+from hpcbench.runtime.lifecycle import fault_point
 from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
 from hpcbench.runtime.wakeup import Waker
 
@@ -275,6 +276,7 @@ class Emulation:
             stop_req = self.comm.Irecv(self._stop_buf, source=0, tag=_STOP_TAG)
         for round_ in range(1, cfg.rounds + 1):
             round_t0 = time.perf_counter()
+            fault_point(round_)
             if self.rank != 0:
                 if self.rank not in self.active_executors(round_):
                     continue  # not this executor's turn: no message, no wake-up

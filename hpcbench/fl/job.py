@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from dataclasses import dataclass
 
 from mpi4py import MPI
 
-__all__ = ["InputError", "Setup", "prepare", "run_job"]
+from hpcbench.runtime.errors import InputError
+from hpcbench.runtime.lifecycle import Job
 
-
-class InputError(ValueError):
-    """A bad config, trace, data or output path: the job stops with exit code 2."""
+__all__ = ["InputError", "Setup", "prepare", "FLJob"]
 
 
 @dataclass
@@ -87,88 +87,77 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     return Setup(cfg, dataset, model, clock, AGGREGATORS[cfg.aggregator](cfg), model_bytes)
 
 
-def _agree(comm: MPI.Comm, error: str | None) -> str | None:
-    """First error seen by any rank (collective), so that all ranks stop together.
+class FLJob(Job):
+    """``python -m hpcbench.fl``: the federated emulation under the shared lifecycle.
 
-    Ranks reach this point at different times (64 ranks importing torch on 2
-    cores take a minute); the early ones sleep in a barrier first instead of
-    spinning in MPI's blocking allgather and slowing the late ones.
+    Rank 0 aggregates, the other ranks execute emulated clients; rank 0
+    writes the HDF5 file named by ``cfg.output`` only after every input has
+    been checked on every rank (see :mod:`hpcbench.runtime.lifecycle`).
     """
-    from hpcbench.runtime.wait import Backoff, sleep_barrier
 
-    sleep_barrier(comm, Backoff(first_s=1e-3, max_s=5e-2))
-    errors = comm.allgather(error)
-    return next((e for e in errors if e), None)
+    prog = "hpcbench fl"
+    kind = "fl"
+    description = ("Emulate federated learning on MPI ranks (FedScale design) and write HDF5 results.\n"
+                   "Rank 0 aggregates; ranks 1..P-1 execute emulated clients.")
+    epilog = ("Every config key can be overridden: --rounds 20 --dataset.alpha 0.1 "
+              "--traces.availability.format none")
 
+    def add_arguments(self, parser) -> None:
+        from hpcbench.fl.config import flatten_keys
 
-def run_job(cfg, comm: MPI.Comm = MPI.COMM_WORLD) -> int:
-    """Run ``cfg`` on ``comm``; returns the process exit status (0 ok, 2 bad input).
+        parser.add_argument("config", nargs="?", help="YAML job file (defaults apply where omitted)")
+        for key in flatten_keys():
+            parser.add_argument(f"--{key}", dest="key:" + key, metavar="VALUE", default=None,
+                                help=argparse.SUPPRESS)
 
-    Rank 0 writes the HDF5 file named by ``cfg.output`` only after every
-    input has been checked on every rank.
-    """
-    import torch
+    def configure(self, args) -> None:
+        from hpcbench.fl.config import load_config
 
-    from hpcbench.fl.emulation import Emulation
-    from hpcbench.results import ResultsFile
-    from hpcbench.runtime import provenance
+        overrides = {k[4:]: v for k, v in vars(args).items() if k.startswith("key:") and v is not None}
+        self.cfg = load_config(args.config, overrides)
 
-    torch.set_num_threads(1)
-    error = None
-    setup = None
-    try:
-        setup = prepare(cfg, comm)
-    except InputError as exc:
-        error = str(exc)
-    error = _agree(comm, error)
-    if error:
-        if comm.rank == 0:
-            print(f"hpcbench fl: error: {error}", file=sys.stderr)
-        return 2
-    start = provenance.utc_now()
-    hostnames = provenance.gather_hostnames(comm)
-    results = None
-    if comm.rank == 0:
-        path = cfg.output_path(start)
+    def prepare(self) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        self.setup = prepare(self.cfg, self.comm)
+
+    def output(self):
+        return self.cfg.output, {"job_name": self.cfg.job_name}
+
+    def config_record(self):
+        return self.cfg.model_dump()
+
+    def provenance(self) -> dict:
+        setup, cfg = self.setup, self.cfg
+        return dict(num_parameters=sum(p.numel() for p in setup.model.parameters()),
+                    model_bytes=setup.model_bytes, registered_clients=setup.dataset.num_clients,
+                    client_metadata_bytes=setup.dataset.metadata_nbytes() + setup.clock.registry.nbytes(),
+                    job_name=cfg.job_name, target_accuracy=cfg.target_accuracy,
+                    time_to_accuracy_s=math.nan, rounds_to_accuracy=-1)
+
+    def run(self, results) -> int:
+        from hpcbench.fl.emulation import Emulation
+
+        cfg, setup, comm = self.cfg, self.setup, self.comm
+        progress = None
+        if comm.rank == 0 and cfg.progress:
+            from tqdm import tqdm
+            progress = tqdm(total=cfg.rounds, desc=cfg.job_name, unit="round", file=sys.stderr)
+        emu = Emulation(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
         try:
-            attrs = provenance.collect(comm, hostnames, cfg.seed, start)
-            attrs.update(num_parameters=sum(p.numel() for p in setup.model.parameters()),
-                         model_bytes=setup.model_bytes, registered_clients=setup.dataset.num_clients,
-                         client_metadata_bytes=setup.dataset.metadata_nbytes()
-                         + setup.clock.registry.nbytes(),
-                         job_name=cfg.job_name, target_accuracy=cfg.target_accuracy,
-                         time_to_accuracy_s=math.nan, rounds_to_accuracy=-1)
-            results = ResultsFile(path, "fl", cfg.model_dump(), attrs)
-        except OSError as exc:
-            error = f"output: cannot create {str(path)!r}: {exc.strerror or exc}"
-    error = _agree(comm, error)
-    if error:
+            summary = emu.run(results, progress)
+        finally:
+            if progress is not None:
+                progress.close()
         if comm.rank == 0:
-            print(f"hpcbench fl: error: {error}", file=sys.stderr)
-        return 2
-    progress = None
-    if comm.rank == 0 and cfg.progress:
-        from tqdm import tqdm
-        progress = tqdm(total=cfg.rounds, desc=cfg.job_name, unit="round", file=sys.stderr)
-    emu = Emulation(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
-    try:
-        summary = emu.run(results, progress)
-    except BaseException as exc:
-        if results is not None:
-            results.close("failed", error=f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        if progress is not None:
-            progress.close()
-    if comm.rank == 0:
-        results.write_array("model/final_parameters", summary.final_parameters, "1",
-                            "global model parameters after the last round (flat, float32)")
-        results.set_attrs(final_test_accuracy=summary.final_accuracy, rounds_completed=summary.rounds,
-                          wall_s=summary.wall_s)
-        results.close("completed")
-        tta = ("not reached" if summary.rounds_to_accuracy < 0 else
-               f"{summary.time_to_accuracy_s:.1f} s virtual (round {summary.rounds_to_accuracy})")
-        print(f"{cfg.job_name}: {summary.rounds} rounds, final test accuracy {summary.final_accuracy:.4f}, "
-              f"time-to-accuracy {cfg.target_accuracy:.2f}: {tta}, wall {summary.wall_s:.1f} s\n"
-              f"results: {results.path}")
-    return 0
+            results.write_array("model/final_parameters", summary.final_parameters, "1",
+                                "global model parameters after the last round (flat, float32)")
+            results.set_attrs(final_test_accuracy=summary.final_accuracy, rounds_completed=summary.rounds,
+                              wall_s=summary.wall_s)
+            tta = ("not reached" if summary.rounds_to_accuracy < 0 else
+                   f"{summary.time_to_accuracy_s:.1f} s virtual (round {summary.rounds_to_accuracy})")
+            print(f"{cfg.job_name}: {summary.rounds} rounds, final test accuracy "
+                  f"{summary.final_accuracy:.4f}, time-to-accuracy {cfg.target_accuracy:.2f}: {tta}, "
+                  f"wall {summary.wall_s:.1f} s\nresults: {results.path}")
+        return 0

@@ -123,13 +123,22 @@ class ResultsFile:
     Parameters
     ----------
     path : str or pathlib.Path
-        Output file; parent folders are created. An existing file is replaced.
+        Output file; parent folders are created.
     kind : str
         What produced it (``"fl"``, ``"collectives"``, ``"compress"``...).
     config : mapping
         The run's full configuration; stored as YAML and JSON strings.
     attrs : mapping, optional
         Provenance attributes (see :func:`hpcbench.runtime.provenance.collect`).
+    overwrite : bool, default False
+        Replace an existing file. Without it an existing file is never touched.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``overwrite`` is False.
+    OSError
+        The file cannot be created.
 
     Notes
     -----
@@ -139,12 +148,12 @@ class ResultsFile:
     """
 
     def __init__(self, path, kind: str, config: Mapping[str, Any],
-                 attrs: Mapping[str, Any] | None = None) -> None:
+                 attrs: Mapping[str, Any] | None = None, overwrite: bool = False) -> None:
         import yaml
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._h5 = h5py.File(self.path, "w")
+        self._h5 = h5py.File(self.path, "w" if overwrite else "x")
         root = self._h5.attrs
         root["schema_version"] = SCHEMA_VERSION
         root["kind"] = kind

@@ -83,6 +83,9 @@ def collect(comm: MPI.Comm, hostnames: list[str], seed: int | None, start_time: 
         "start_time": start_time,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
     }
+    from hpcbench.runtime import settings
+
+    attrs.update(settings.snapshot())
     if seed is not None:
         attrs["seed"] = int(seed)
     return attrs

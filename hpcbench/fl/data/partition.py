@@ -101,6 +101,7 @@ def sampled_partition(labels: np.ndarray, num_clients: int, samples_per_client: 
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     k = len(classes)
     indices = np.empty(num_clients * samples_per_client, dtype=np.int32)
+    chunk = max(1, min(chunk, (1 << 22) // samples_per_client))  # bounds the (m, s, k) temporaries
     for lo in range(0, num_clients, chunk):
         hi = min(lo + chunk, num_clients)
         m = hi - lo

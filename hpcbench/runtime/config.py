@@ -1,0 +1,190 @@
+"""Typed YAML job configuration shared by every runner.
+
+A runner describes its job as a pydantic model (subclass :class:`Strict`);
+:func:`load_config` reads a YAML file, applies ``--dotted.key value``
+overrides from the command line, and validates. Every failure, whatever the
+input (a missing, unreadable, non-UTF-8, empty or malformed file, an unknown
+key, a wrong type, an out-of-range value), is a :class:`ConfigError` whose
+message names the key and the value; values are shortened in messages, so
+a huge or alias-expanded input never floods the terminal.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from hpcbench.runtime.errors import InputError
+
+__all__ = ["ConfigError", "Strict", "load_config", "flatten_keys", "keys_help", "short_repr",
+           "MAX_CONFIG_BYTES"]
+
+#: Largest config file accepted (a job file is a few hundred bytes).
+MAX_CONFIG_BYTES = 1 << 20
+_MAX_SHOWN = 120
+
+
+class ConfigError(InputError):
+    """Invalid job configuration; the message names the key and the value."""
+
+
+class Strict(BaseModel):
+    """Base of every config section: unknown keys are errors, types are not coerced, frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def short_repr(value: Any, limit: int = _MAX_SHOWN) -> str:
+    """``repr(value)`` cut to ``limit`` characters (with the full length noted).
+
+    Safe on anything: a repr that raises, or that recurses without end, is
+    replaced by the type name.
+    """
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a message must never fail
+        return f"<{type(value).__name__}>"
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text)} characters)"
+    return text
+
+
+def flatten_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every leaf key of a config model, dotted (``dataset.alpha``...)."""
+    keys = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys += flatten_keys(ann, prefix + name + ".")
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+def keys_help(model: type[BaseModel], prefix: str = "") -> str:
+    """One line per leaf key: ``--key (default VALUE)  description``, from the model itself."""
+    lines = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            lines.append(keys_help(ann, prefix + name + "."))
+            continue
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, BaseModel):  # a section given as a union default
+            default = default.model_dump()
+        desc = (field.description or "").strip()
+        head = f"  --{prefix}{name} (default {short_repr(default, 60)})"
+        lines.append(head if not desc else head + "\n" + textwrap.indent(
+            textwrap.fill(desc, 76), " " * 8))
+    return "\n".join(line for line in lines if line)
+
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    node = tree
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"{dotted}: cannot set a sub-key of {part!r} (= {short_repr(child)})")
+        node = child
+    node[parts[-1]] = value
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors()[:10]:
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        shown = short_repr(e.get("input"))
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{source}: unknown key {key!r} (value {shown})")
+        elif e["type"] == "value_error" and not e["loc"]:
+            lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{source}: key {key!r} has bad value {shown}: {msg}")
+    if len(err.errors()) > 10:
+        lines.append(f"{source}: ... and {len(err.errors()) - 10} more errors")
+    return "\n".join(lines)
+
+
+def _read_yaml(path: Path, source: str) -> dict:
+    if not path.exists():
+        raise ConfigError(f"config file {source!r} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"config file {source!r} is a directory, not a YAML file")
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {source!r} is {size} bytes; a job file is at most "
+                              f"{MAX_CONFIG_BYTES} bytes")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {source!r} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {source!r} cannot be read: {exc.strerror or exc}") from None
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {short_repr(str(exc), 300)}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: YAML nested too deeply") from None
+    if loaded is None:
+        raise ConfigError(f"config file {source!r} is empty; give at least one key, or omit the file "
+                          f"to run the defaults")
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{source}: top level must be a mapping of keys, got {type(loaded).__name__}")
+    return loaded
+
+
+def load_config(model: type[BaseModel], path: str | Path | None = None,
+                overrides: Mapping[str, str] | None = None, tree: Mapping[str, Any] | None = None):
+    """Read a YAML job file, apply ``--key value`` overrides, validate.
+
+    Parameters
+    ----------
+    model : type of pydantic.BaseModel
+        The runner's config model (a :class:`Strict` subclass).
+    path : str or pathlib.Path, optional
+        YAML job file; defaults apply where omitted (or with no file at all).
+    overrides : mapping of str to str, optional
+        Dotted key to raw string value, parsed as a YAML scalar.
+    tree : mapping, optional
+        Keys already read from elsewhere (e.g. a translated FedScale job file);
+        the YAML file, then ``overrides``, take precedence over it.
+
+    Returns
+    -------
+    pydantic.BaseModel
+        An instance of ``model``.
+
+    Raises
+    ------
+    ConfigError
+        Missing, unreadable, non-UTF-8, empty or unparsable file, unknown key,
+        wrong type or out-of-range value; the message names the key and the value.
+    """
+    source = str(path) if path is not None else "<defaults>"
+    raw: dict = dict(tree or {})
+    if path is not None:
+        raw.update(_read_yaml(Path(path), source))
+    known = set(flatten_keys(model))
+    for key, text in (overrides or {}).items():
+        if key not in known:
+            raise ConfigError(f"command line: unknown key {key!r} (value {short_repr(text)})")
+        try:
+            value = yaml.safe_load(text) if text != "" else ""
+        except yaml.YAMLError:
+            value = text
+        _set_dotted(raw, key, value)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, source)) from None
+    except (RecursionError, TypeError, OverflowError) as exc:  # exotic trees pydantic does not wrap
+        raise ConfigError(f"{source}: cannot read the config: {short_repr(str(exc), 200)}") from None

@@ -1,0 +1,401 @@
+"""One job lifecycle for every hpcbench runner: parse, agree, open, run, end.
+
+Every program a user launches (``python -m hpcbench.fl``, the micro-benchmarks,
+``hpcbench.train``, ``hpcbench.pipeline``) is a :class:`Job` subclass run by
+:func:`main`. The lifecycle is the same for all of them:
+
+1. **parse** the command line on every rank (argparse; only rank 0 prints
+   usage, help and errors);
+2. **configure** (build the typed config) and **prepare** (load data,
+   traces, models; collective) on every rank, then **agree**: the first
+   input error seen by any rank ends every rank with exit status 2 and one
+   message from rank 0, before any output exists;
+3. **open the output** on rank 0: an existing file is refused unless
+   ``--overwrite``; a bad file-name template is an input error naming the
+   key; the results file is flushed after every append, so a SIGKILLed run
+   leaves a readable file marked ``status = "running"``;
+4. **run**; on any exception on any rank, that rank prints one message
+   (with the traceback for errors that are not input errors), marks the
+   results file ``failed`` if it holds it, and aborts the whole job
+   (``MPI_Abort``), so every rank ends within seconds with a non-zero
+   status: 2 for an :class:`~hpcbench.runtime.errors.InputError`, 1
+   otherwise. A job that hangs is worse than one that crashes.
+5. **end**: the process leaves through :func:`exit_process`, which finalizes
+   MPI and exits with the status itself, so that the status survives
+   ``python -m mpi4py`` (which would turn ``sys.exit(2)`` into an abort) and
+   ``srun`` alike.
+
+Fault injection (tests only): the hidden flag ``--fault-inject RANK:STEP:MODE``
+makes rank RANK raise ``RuntimeError`` (MODE ``raise``) or leave at once
+with ``os._exit(3)`` (MODE ``exit``) when the runner reaches
+:func:`fault_point` with that step. It is recorded in the provenance
+(``fault_injection``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import traceback
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from hpcbench.runtime.errors import EXIT_FAILURE, EXIT_INPUT, EXIT_OK, InputError
+
+__all__ = ["Job", "RankParser", "UsageError", "Terminated", "main", "run", "exit_process",
+           "fault_point", "agree", "format_output_path"]
+
+
+class UsageError(InputError):
+    """A command-line usage error (argparse's), printed with the usage line by rank 0."""
+
+
+class Terminated(BaseException):
+    """SIGTERM (Slurm time limit, ``scancel``) reached the process."""
+
+
+class _HelpShown(Exception):
+    pass
+
+
+class RankParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` that prints only on rank 0 and never exits.
+
+    Usage errors raise :class:`UsageError` (the lifecycle agrees on them and
+    exits 2 on every rank); ``--help`` prints on rank 0 and ends every rank
+    with status 0.
+    """
+
+    rank: int = 0
+
+    def error(self, message: str):  # noqa: D102 - argparse API
+        raise UsageError(f"{self.format_usage().rstrip()}\n{self.prog}: error: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None):  # noqa: D102
+        if message and self.rank == 0:
+            sys.stderr.write(message)
+        raise _HelpShown(status)
+
+    def _print_message(self, message, file=None):  # noqa: D102
+        if self.rank == 0:
+            super()._print_message(message, file)
+
+
+class _Fault:
+    def __init__(self, spec: str):
+        try:
+            rank, step, mode = spec.split(":")
+            self.rank, self.step, self.mode = int(rank), int(step), mode
+        except ValueError:
+            raise UsageError(f"--fault-inject: expected RANK:STEP:MODE, got {spec!r}") from None
+        if self.mode not in ("raise", "exit"):
+            raise UsageError(f"--fault-inject: MODE must be 'raise' or 'exit', got {self.mode!r}")
+
+
+_FAULT: _Fault | None = None
+_RANK = 0
+
+
+def fault_point(step: int) -> None:
+    """Where a runner may fail on purpose (``--fault-inject``; tests only).
+
+    Call it once per unit of work (round, iteration, size) with a step
+    number that counts from 1. It does nothing unless this rank and step
+    match the fault spec.
+
+    Raises
+    ------
+    RuntimeError
+        When the fault's mode is ``raise``.
+    """
+    if _FAULT is None or _FAULT.rank != _RANK or _FAULT.step != step:
+        return
+    if _FAULT.mode == "exit":
+        sys.stderr.flush()
+        os._exit(3)
+    raise RuntimeError(f"fault injected on rank {_RANK} at step {step}")
+
+
+class Job(ABC):
+    """A runner's program, as the lifecycle drives it.
+
+    Subclasses set the class attributes and implement :meth:`add_arguments`,
+    :meth:`configure` and :meth:`run`; the other hooks have defaults.
+
+    Attributes
+    ----------
+    prog : str
+        Program name in messages (``"hpcbench fl"``).
+    kind : str
+        ``kind`` root attribute of its results file (``"fl"``).
+    description : str
+        One paragraph for ``--help``.
+    comm : mpi4py.MPI.Comm
+        The job's communicator, set before any hook runs.
+    """
+
+    prog: ClassVar[str] = "hpcbench"
+    kind: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    epilog: ClassVar[str | None] = None
+
+    def __init__(self, comm) -> None:
+        self.comm = comm
+
+    @abstractmethod
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the runner's own flags."""
+
+    @abstractmethod
+    def configure(self, args: argparse.Namespace) -> None:
+        """Build the typed config from the parsed flags (every rank).
+
+        Raises
+        ------
+        hpcbench.runtime.errors.InputError
+            On any bad input; the message names the key and the value.
+        """
+
+    def prepare(self) -> None:
+        """Load data, traces and models (every rank; may be collective).
+
+        Raises
+        ------
+        hpcbench.runtime.errors.InputError
+            On any bad input; every rank then exits 2 before any output exists.
+        """
+
+    def output(self) -> tuple[str, Mapping[str, Any]] | None:
+        """The output file-name template and its fields, or None for no results file."""
+        return None
+
+    def config_record(self) -> Mapping[str, Any]:
+        """The configuration stored in the results file."""
+        return {}
+
+    def provenance(self) -> dict:
+        """Extra root attributes for the results file (rank 0)."""
+        return {}
+
+    @abstractmethod
+    def run(self, results) -> int | None:
+        """Run the job; ``results`` is the open ResultsFile on rank 0, else None.
+
+        Returns the exit status (None means 0). Any exception aborts the job.
+        """
+
+
+def agree(comm, error: str | None) -> str | None:
+    """First error any rank saw (collective), so that every rank stops together.
+
+    Early ranks sleep in a barrier first instead of spinning in MPI's
+    blocking allgather (64 ranks importing torch on 2 cores take a minute).
+    """
+    if comm.size == 1:
+        return error
+    from hpcbench.runtime.wait import Backoff, sleep_barrier
+
+    sleep_barrier(comm, Backoff(first_s=1e-3, max_s=5e-2))
+    errors = comm.allgather(error)
+    return next((e for e in errors if e), None)
+
+
+def format_output_path(template: str, fields: Mapping[str, Any], key: str = "output") -> Path:
+    """Fill an output-file template (``results/{job_name}-{start}.h5``).
+
+    Raises
+    ------
+    InputError
+        The template names an unknown field, is malformed, or is empty; the
+        message names ``key``, the template and the known fields.
+    """
+    try:
+        text = template.format(**fields)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        known = ", ".join("{" + k + "}" for k in fields)
+        raise InputError(f"{key}: bad file-name template {template!r} ({type(exc).__name__}: {exc}); "
+                         f"it may use {known}") from None
+    if not text.strip():
+        raise InputError(f"{key}: empty file name")
+    return Path(text)
+
+
+def _open_results(job: Job, overwrite: bool, start: str, attrs: dict):
+    from hpcbench.results import ResultsFile
+
+    spec = job.output()
+    if spec is None:
+        return None
+    template, fields = spec
+    stamp = start.replace(":", "").replace("-", "").replace("+0000", "Z")
+    path = format_output_path(template, {**fields, "start": stamp})
+    if path.exists() and path.is_dir():
+        raise InputError(f"output: {str(path)!r} is a directory")
+    if path.exists() and not overwrite:
+        raise InputError(f"output: {str(path)!r} exists; pass --overwrite to replace it, or choose "
+                         f"another --output")
+    try:
+        return ResultsFile(path, job.kind, job.config_record(), attrs, overwrite=overwrite)
+    except FileExistsError:
+        raise InputError(f"output: {str(path)!r} exists; pass --overwrite to replace it") from None
+    except OSError as exc:
+        raise InputError(f"output: cannot create {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated(f"signal {signum} (SIGTERM)")
+
+
+def _fail(job: Job, exc: BaseException, results) -> int:
+    """Report an exception on this rank and end the job; returns the status at size 1."""
+    code = EXIT_INPUT if isinstance(exc, InputError) else EXIT_FAILURE
+    rank = job.comm.rank
+    where = f"rank {rank}: " if job.comm.size > 1 else ""
+    if isinstance(exc, InputError):
+        text = f"{job.prog}: {where}error: {exc}\n"
+    elif isinstance(exc, (Terminated, KeyboardInterrupt)):
+        text = f"{job.prog}: {where}stopped: {type(exc).__name__} {exc}\n"
+    else:
+        text = (f"{job.prog}: {where}error: {type(exc).__name__}: {exc}\n"
+                + "".join(traceback.format_exception(exc)))
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    if results is not None:
+        try:
+            results.close("failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        except Exception:  # noqa: BLE001 - the abort matters more than the status attribute
+            pass
+    if job.comm.size > 1:
+        job.comm.Abort(code)
+    return code
+
+
+def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
+    """Run one job through the whole lifecycle; returns the exit status.
+
+    Collective over ``comm`` (default ``MPI.COMM_WORLD``). On an exception
+    after the agreement points at world size > 1, the job is aborted from
+    inside (``MPI_Abort`` with status 1, or 2 for an input error).
+    """
+    global _FAULT, _RANK
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    argv = list(sys.argv[1:] if argv is None else argv)
+    job = job_cls(comm)
+    _RANK = comm.rank
+    RankParser.rank = comm.rank
+    parser = RankParser(prog=job.prog, description=job.description, epilog=job.epilog,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing output file (refused otherwise)")
+    parser.add_argument("--fault-inject", metavar="RANK:STEP:MODE", default=None, help=argparse.SUPPRESS)
+    job.add_arguments(parser)
+    from hpcbench.runtime import settings
+
+    settings.add_arguments(parser)
+    error = None
+    args = None
+    try:
+        args = parser.parse_args(argv)
+        _FAULT = _Fault(args.fault_inject) if args.fault_inject else None
+        settings.apply(args)
+        job.configure(args)
+    except _HelpShown as shown:
+        return int(shown.args[0] or 0)
+    except InputError as exc:
+        error = str(exc)
+    error = agree(comm, error)
+    if error is None:
+        try:
+            job.prepare()
+        except InputError as exc:
+            error = str(exc)
+        error = agree(comm, error)
+    if error:
+        if comm.rank == 0:
+            sys.stderr.write(f"{error}\n" if error.startswith(job.prog) or "usage:" in error
+                             else f"{job.prog}: error: {error}\n")
+        return EXIT_INPUT
+    from hpcbench.runtime import provenance
+
+    start = provenance.utc_now()
+    hostnames = provenance.gather_hostnames(comm)
+    results = None
+    if comm.rank == 0:
+        try:
+            attrs = provenance.collect(comm, hostnames, getattr(getattr(job, "cfg", None), "seed", None),
+                                       start)
+            attrs["fault_injection"] = args.fault_inject or ""
+            attrs.update(job.provenance())
+            results = _open_results(job, args.overwrite, start, attrs)
+        except InputError as exc:
+            error = str(exc)
+    error = agree(comm, error)
+    if error:
+        if comm.rank == 0:
+            sys.stderr.write(f"{job.prog}: error: {error}\n")
+        return EXIT_INPUT
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _is_main_thread() else None
+    try:
+        status = job.run(results)
+    except BaseException as exc:  # noqa: BLE001 - every failure ends every rank
+        return _fail(job, exc, results)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if results is not None:
+        results.close("completed")
+    return EXIT_OK if status is None else int(status)
+
+
+def _is_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def exit_process(status: int) -> None:
+    """Flush, finalize MPI and leave with ``status`` (never returns).
+
+    ``sys.exit`` would let ``python -m mpi4py`` turn a non-zero status into
+    ``MPI_Abort`` (killing the job with 137 under Slurm); finalizing here and
+    leaving with ``os._exit`` keeps 2 as 2 under every launcher.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    os._exit(status)
+
+
+def main(job: str | type[Job], argv: list[str] | None = None) -> int:
+    """Entry point of a runner's ``__main__``: run the lifecycle, then end the process.
+
+    ``job`` is the Job class or its ``"module:Class"`` path; given as a path,
+    it is imported only after the wake-up signal is blocked (before mpi4py
+    and torch start threads; see :mod:`hpcbench.runtime.wakeup`).
+
+    Never returns (see :func:`exit_process`); call :func:`run` to stay in-process.
+    """
+    from hpcbench.runtime.wakeup import block_wake_signal
+
+    block_wake_signal()  # before mpi4py and torch start threads (see hpcbench.runtime.wakeup)
+    if isinstance(job, str):
+        import importlib
+
+        module, _, name = job.partition(":")
+        job = getattr(importlib.import_module(module), name)
+    status = run(job, argv)
+    exit_process(status)
+    return status  # pragma: no cover
