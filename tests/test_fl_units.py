@@ -276,7 +276,7 @@ def test_clock_availability_respected_stub():
 
 
 def _real_clock(seed):
-    from hpcbench.fl.traces import load_device_latency, load_flash, load_mobiperf
+    from hpcbench.traces import load_device_latency, load_flash, load_mobiperf
 
     dev, bw, av = load_device_latency(), load_mobiperf(), load_flash()
     cfg = FLConfig.model_validate({"seed": seed, "participants": 10, "dataset": {"num_clients": 2000}})

@@ -1,4 +1,4 @@
-"""Tests for hpcbench.fl.traces (real device traces, FedScale pickles)."""
+"""Tests for hpcbench.traces (real device traces, FedScale pickles)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from hpcbench.data import data_path
-from hpcbench.fl import traces as T
-from hpcbench.fl.traces import TraceError
+from hpcbench import traces as T
+from hpcbench.traces import TraceError
 
 
 # ----------------------------------------------------------------- bundled data

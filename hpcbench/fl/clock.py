@@ -97,7 +97,7 @@ class VirtualClock:
     cfg : hpcbench.fl.config.FLConfig
     registry : ClientRegistry
     device, bandwidth, availability : trace objects
-        From :mod:`hpcbench.fl.traces` (``sample_latency_s``, ``sample_kbps``,
+        From :mod:`hpcbench.traces` (``sample_latency_s``, ``sample_kbps``,
         ``is_available``/``next_available_s``).
     model_bytes : int
         Bytes of the model sent down and of the update sent up.

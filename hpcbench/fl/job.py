@@ -28,7 +28,7 @@ class Setup:
 
 
 def _load_trace(kind: str, tc):
-    from hpcbench.fl.traces import TraceError, load_trace
+    from hpcbench.traces import TraceError, load_trace
 
     path = None if tc.path == "bundled" else tc.path
     options = {"column": tc.column} if tc.format == "flhetbench-device" else {}

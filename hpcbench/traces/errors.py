@@ -1,13 +1,15 @@
-"""Error type raised by every trace loader."""
+"""Error type raised by every trace loader (an input error: exit status 2)."""
 
 from __future__ import annotations
 
 import os
 
+from hpcbench.runtime.errors import InputError
+
 __all__ = ["TraceError"]
 
 
-class TraceError(ValueError):
+class TraceError(InputError):
     """A trace file is missing, unreadable or holds invalid content.
 
     The message always names the file and, where one is to blame, the bad key
