@@ -26,8 +26,9 @@ Every program a user launches (``python -m hpcbench.fl``, the micro-benchmarks,
    ``srun`` alike.
 
 Fault injection (tests only): the hidden flag ``--fault-inject RANK:STEP:MODE``
-makes rank RANK raise ``RuntimeError`` (MODE ``raise``) or leave at once
-with ``os._exit(3)`` (MODE ``exit``) when the runner reaches
+makes rank RANK raise ``RuntimeError`` (MODE ``raise``) or an
+``InputError`` (MODE ``input``), or leave at once with ``os._exit(3)``
+(MODE ``exit``) when the runner reaches
 :func:`fault_point` with that step. It is recorded in the provenance
 (``fault_injection``).
 """
@@ -38,6 +39,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 import traceback
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -91,9 +93,13 @@ class _Fault:
             self.rank, self.step, self.mode = int(rank), int(step), mode
         except ValueError:
             raise UsageError(f"--fault-inject: expected RANK:STEP:MODE, got {spec!r}") from None
-        if self.mode not in ("raise", "exit"):
-            raise UsageError(f"--fault-inject: MODE must be 'raise' or 'exit', got {self.mode!r}")
+        if self.mode not in ("raise", "input", "exit"):
+            raise UsageError(f"--fault-inject: MODE must be 'raise', 'input' or 'exit', got {self.mode!r}")
 
+
+#: Pause before MPI_Abort so that the launcher forwards what this rank just
+#: wrote to stderr (mpiexec drops output still in the pipe once it kills the job).
+_STDIO_DRAIN_S = 0.3
 
 _FAULT: _Fault | None = None
 _RANK = 0
@@ -110,12 +116,17 @@ def fault_point(step: int) -> None:
     ------
     RuntimeError
         When the fault's mode is ``raise``.
+    InputError
+        When the fault's mode is ``input``.
     """
     if _FAULT is None or _FAULT.rank != _RANK or _FAULT.step != step:
         return
     if _FAULT.mode == "exit":
+        sys.stderr.write(f"fault injected on rank {_RANK} at step {step}: os._exit(3)\n")
         sys.stderr.flush()
         os._exit(3)
+    if _FAULT.mode == "input":
+        raise InputError(f"fault injected on rank {_RANK} at step {step} (as an input error)")
     raise RuntimeError(f"fault injected on rank {_RANK} at step {step}")
 
 
@@ -272,7 +283,8 @@ def _fail(job: Job, exc: BaseException, results) -> int:
         except Exception:  # noqa: BLE001 - the abort matters more than the status attribute
             pass
     if job.comm.size > 1:
-        job.comm.Abort(code)
+        time.sleep(_STDIO_DRAIN_S)
+        job.comm.Abort(code)  # MPICH adds one line naming the rank; kept, since the job did not agree to stop
     return code
 
 
@@ -361,12 +373,35 @@ def _is_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _under_slurm_step() -> bool:
+    return "SLURM_STEP_ID" in os.environ and "SLURM_PROCID" in os.environ
+
+
+def _abort_quietly(comm, status: int) -> None:
+    """``MPI_Abort(status)`` with MPICH's own one-line abort notice kept off stderr."""
+    time.sleep(_STDIO_DRAIN_S)
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+    except OSError:
+        pass
+    comm.Abort(status)
+
+
 def exit_process(status: int) -> None:
     """Flush, finalize MPI and leave with ``status`` (never returns).
 
     ``sys.exit`` would let ``python -m mpi4py`` turn a non-zero status into
-    ``MPI_Abort`` (killing the job with 137 under Slurm); finalizing here and
-    leaving with ``os._exit`` keeps 2 as 2 under every launcher.
+    ``MPI_Abort`` (killing the job with 137 under Slurm); leaving with
+    ``os._exit`` keeps 2 as 2 under every launcher:
+
+    - under ``srun`` (and at world size 1) every rank finalizes and exits
+      with ``status``; ``srun`` reports the largest status of its tasks;
+    - under MPICH's ``mpiexec`` a non-zero status ends the job through
+      ``MPI_Abort(status)`` from rank 0, whose status ``mpiexec`` returns
+      exactly: ``mpiexec`` kills the other processes as soon as one exits
+      non-zero, so ranks exiting with 2 together would race and the job
+      would end with 9 (SIGKILL) as often as not.
     """
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -375,6 +410,12 @@ def exit_process(status: int) -> None:
             pass
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        world = mpi.COMM_WORLD
+        if status and world.size > 1 and not _under_slurm_step():
+            if world.rank == 0:
+                _abort_quietly(world, status)
+            time.sleep(30.0)  # rank 0's abort ends this process; leave anyway if it does not
+            os._exit(status)
         mpi.Finalize()
     os._exit(status)
 
