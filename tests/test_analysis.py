@@ -1,0 +1,66 @@
+"""analysis/ scripts read HDF5 only (never MPI) and draw the figures of the README's commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpitools import ROOT, run_mpi
+
+ANALYSIS = sorted((ROOT / "analysis").glob("*.py"))
+
+_PROBE = """
+import runpy, sys
+sys.argv = [sys.argv[1]] + sys.argv[2:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    code = 0
+except SystemExit as exc:
+    code = exc.code or 0
+print("MPI_LOADED" if "mpi4py" in sys.modules else "NO_MPI")
+sys.exit(code)
+"""
+
+
+def _run_script(script: Path, *args: str):
+    return subprocess.run([sys.executable, "-c", _PROBE, str(script), *args], capture_output=True, text=True,
+                          timeout=300, cwd=str(ROOT), stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def fl_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fl") / "digits.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.fl", "jobs/configs/digits.yaml", "--rounds", "6", "--eval_interval", "2",
+                       "--progress", "false", "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.mpi
+def test_plot_tta_draws_the_readme_figure(fl_results, tmp_path):
+    png = tmp_path / "tta.png"
+    proc = _run_script(ROOT / "analysis" / "plot_tta.py", str(fl_results), "-o", str(png))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert "best accuracy" in proc.stdout and "NO_MPI" in proc.stdout
+
+
+@pytest.mark.parametrize("script", ANALYSIS, ids=lambda p: p.name)
+def test_every_analysis_script_has_help_and_no_mpi(script):
+    proc = _run_script(script, "--help")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "usage:" in proc.stdout and "NO_MPI" in proc.stdout
+
+
+def test_plot_tta_rejects_missing_and_foreign_files(tmp_path):
+    from hpcbench.results import ResultsFile
+
+    other = tmp_path / "other.h5"
+    ResultsFile(other, "collectives", {}).close()
+    for path, needle in ((tmp_path / "missing.h5", "no such file"), (other, "expected 'fl'")):
+        proc = _run_script(ROOT / "analysis" / "plot_tta.py", str(path), "-o", str(tmp_path / "x.png"))
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert not (tmp_path / "x.png").exists()

@@ -1,0 +1,49 @@
+"""The ``hpcbench`` console command: lists every runner and dispatches to each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hpcbench.cli import SUBCOMMANDS
+from mpitools import ROOT
+
+
+def _hpcbench(*args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "hpcbench.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=str(ROOT), stdin=subprocess.DEVNULL)
+
+
+def test_lists_every_runner():
+    proc = _hpcbench("--help")
+    assert proc.returncode == 0, proc.stderr
+    for name, (_, help_) in SUBCOMMANDS.items():
+        assert name in proc.stdout and help_ in proc.stdout
+    for runner in ("fl", "fl-bench", "collectives", "compress"):
+        assert runner in SUBCOMMANDS
+
+
+def test_no_subcommand_and_unknown_subcommand_exit_2():
+    proc = _hpcbench()
+    assert proc.returncode == 2 and "subcommands" in proc.stdout
+    proc = _hpcbench("no-such-runner")
+    assert proc.returncode == 2 and "no-such-runner" in proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_each_subcommand_has_help(name):
+    proc = _hpcbench(name, "--help")
+    assert proc.returncode == 0, f"{name}: rc={proc.returncode}\n{proc.stderr[-2000:]}"
+    assert "usage:" in proc.stdout
+
+
+def test_fl_subcommand_runs_a_job(tmp_path):
+    out = tmp_path / "fl.h5"
+    proc = _hpcbench("fl", "jobs/configs/digits.yaml", "--rounds", "2", "--progress", "false",
+                     "--output", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert out.is_file() and "results:" in proc.stdout
+    proc = _hpcbench("fl", "jobs/configs/digits.yaml", "--rounds", "-1", "--output", str(tmp_path / "x.h5"))
+    assert proc.returncode == 2 and "rounds" in proc.stderr
