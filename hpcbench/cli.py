@@ -1,4 +1,8 @@
-"""The ``hpcbench`` command: one subcommand per benchmark, each a module with ``main(argv)``."""
+"""The ``hpcbench`` command: one subcommand per runner, each a module with ``main(argv)``.
+
+Every runner's ``main`` goes through :func:`hpcbench.runtime.lifecycle.main`
+(parse and check on every rank, open the output, run, end every rank together).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,14 @@ import sys
 
 __all__ = ["SUBCOMMANDS", "main"]
 
-#: subcommand name -> (module with ``main(argv) -> int``, one-line help)
+#: subcommand name -> (module with ``main(argv) -> int`` running the shared lifecycle, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fl": ("hpcbench.fl.__main__", "federated learning emulation (FedScale design on MPI ranks)"),
-    "fl-bench": ("hpcbench.fl.bench", "throughput and scaling benchmark of the federated emulation"),
-    "collectives": ("hpcbench.collectives.bench", "collective algorithms against MPI, gloo and Horovod"),
-    "compress": ("hpcbench.collectives.compress_bench", "compressed allreduce on modelled links"),
+    "fl-bench": ("hpcbench.bench.fl_scaling", "throughput and scaling benchmark of the federated emulation"),
+    "collectives": ("hpcbench.bench.collectives.__main__",
+                    "collective algorithms against MPI, gloo and Horovod (--overlap: comm hidden by compute)"),
+    "compress": ("hpcbench.bench.compress.__main__",
+                 "compressed allreduce on modelled links (--convergence: digits training check)"),
 }
 
 

@@ -33,7 +33,13 @@ def test_bench_cli_tiny_sweep(tmp_path):
     rows = read_table(out, "results")
     impls = set(rows["impl"])
     assert {"ring", "auto", "mpi"} <= impls
-    assert "gloo" in impls or "gloo:" in text
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_gloo_available():   # gloo is built in: it must start
+        assert "gloo" in impls, f"gloo is available in torch but did not run:\n{text}"
+        gl = rows["impl"] == "gloo"
+        assert sorted(rows["size"][gl]) == [1024, 4096] and (rows["time"][gl] > 0).all()
+    else:
+        assert "gloo:" in text
     if REQUIRE_HOROVOD:
         assert "horovod" in impls, f"HPCBENCH_REQUIRE_HOROVOD is set but no horovod rows:\n{text}"
         hv = rows["impl"] == "horovod"
@@ -61,17 +67,17 @@ def test_horovod_required_and_importable():
 @pytest.mark.parametrize("args", [["-b", "12X"], ["-f", "1"], ["-o", "alltoall"],
                                   ["-a", "bogus"], ["-b", "2M", "-e", "1K"], ["-d", "int8"]])
 def test_bench_cli_bad_values(tmp_path, args, capsys):
-    from hpcbench.collectives.bench import main
+    from hpcbench.bench.collectives.job import CollectivesJob
+    from hpcbench.runtime.lifecycle import run
 
     out = tmp_path / "x.h5"
-    with pytest.raises(SystemExit) as exc:
-        main([*args, "--output", str(out)])
-    assert exc.value.code == 2
+    assert run(CollectivesJob, [*args, "--output", str(out)]) == 2
     assert not out.exists()
+    assert "hpcbench collectives" in capsys.readouterr().err
 
 
 def test_parse_size():
-    from hpcbench.collectives.bench import parse_size
+    from hpcbench.bench.collectives.job import parse_size
     assert parse_size("8") == 8 and parse_size("4K") == 4096 and parse_size("2M") == 2 << 20
     assert parse_size("1G") == 1 << 30
 
@@ -105,8 +111,29 @@ def test_bench_cli_link_and_overlap(tmp_path):
 @pytest.mark.parametrize("args", [["--link", "fast"], ["--link", "1Gbit", "--link-alpha", "-1"],
                                   ["--overlap-factor", "0"], ["--overlap-reps", "0"]])
 def test_bench_cli_bad_link(tmp_path, args):
-    from hpcbench.collectives.bench import main
+    from hpcbench.bench.collectives.job import CollectivesJob
+    from hpcbench.runtime.lifecycle import run
 
-    with pytest.raises(SystemExit) as exc:
-        main([*args, "--output", str(tmp_path / "x.h5")])
-    assert exc.value.code == 2
+    assert run(CollectivesJob, [*args, "--output", str(tmp_path / "x.h5")]) == 2
+    assert not (tmp_path / "x.h5").exists()
+
+
+@pytest.mark.mpi
+def test_bench_cli_existing_output_and_bad_flag_two_ranks(tmp_path):
+    """Under mpiexec -n 2: an existing --output is refused (kept intact) unless --overwrite, and a
+    bad flag exits 2 with one message (rank 0's) and no file."""
+    out = tmp_path / "c.h5"
+    out.write_bytes(b"old results")
+    tiny = ["-m", "hpcbench.collectives.bench", "-b", "1K", "-e", "1K", "-n", "5", "-w", "1",
+            "-a", "mpi,ring", "--output", str(out)]
+    proc = run_mpi(2, tiny, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "exists" in proc.stderr and out.read_bytes() == b"old results"
+    proc = run_mpi(2, [*tiny, "--overwrite"], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from hpcbench.results import read_attrs
+    assert read_attrs(out)["status"] == "completed"
+    bad = tmp_path / "bad.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.collectives.bench", "-f", "1", "--output", str(bad)], timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("stepfactor") == 1 and not bad.exists()

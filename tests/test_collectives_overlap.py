@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcbench.collectives.overlap import hidden_shares, rotation
+from hpcbench.bench.collectives.overlap import hidden_shares, rotation
 
 
 def test_hidden_shares_cases():

@@ -6,7 +6,8 @@ import h5py
 import pytest
 
 from mpitools import run_mpi
-from hpcbench.collectives.compress_bench import main
+from hpcbench.bench.compress.job import CompressJob
+from hpcbench.runtime.lifecycle import run
 
 
 @pytest.mark.mpi
@@ -46,7 +47,5 @@ def test_bench_cli_two_ranks(tmp_path):
                                   ["--outputs", "coo"], ["--threads", "0"]])
 def test_bad_arguments_exit_2_no_file(tmp_path, args):
     out = tmp_path / "x.h5"
-    with pytest.raises(SystemExit) as exc:
-        main(args + ["--out", str(out)])
-    assert exc.value.code == 2
+    assert run(CompressJob, args + ["--out", str(out)]) == 2
     assert not out.exists()

@@ -231,7 +231,7 @@ def test_sparse_residual_equals_dense_subtraction_with_non_finite(name):
 
 def test_lr_scale_is_a_documented_per_method_attribute():
     """Every compressor carries a learning-rate multiplier in (0, 1]; the convergence check uses it."""
-    from hpcbench.compress.convergence import train
+    from hpcbench.bench.compress.convergence import train
 
     for name in names():
         c = make(name)

@@ -133,7 +133,7 @@ class Compressor:
         gradient's scale. Compressors whose decoded values are on another
         scale (signSGD: +-1 per element) or arrive delayed (random-k with
         error feedback) override it and say why. Used by the convergence
-        check (:mod:`hpcbench.compress.convergence`).
+        check (:mod:`hpcbench.bench.compress.convergence`).
     """
 
     name: str = "base"

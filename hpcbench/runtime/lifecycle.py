@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Mapping
 from hpcbench.runtime.errors import EXIT_FAILURE, EXIT_INPUT, EXIT_OK, InputError
 
 __all__ = ["Job", "RankParser", "UsageError", "Terminated", "main", "run", "exit_process",
-           "fault_point", "agree", "format_output_path"]
+           "fault_point", "agree", "format_output_path", "job_arguments", "entry"]
 
 
 class UsageError(InputError):
@@ -152,6 +152,9 @@ class Job(ABC):
     kind: ClassVar[str] = ""
     description: ClassVar[str] = ""
     epilog: ClassVar[str | None] = None
+    #: keep unknown flags (``args.passthrough``, a list) instead of refusing them: for runners
+    #: that hand them on to the jobs they launch
+    passthrough: ClassVar[bool] = False
 
     def __init__(self, comm) -> None:
         self.comm = comm
@@ -197,6 +200,21 @@ class Job(ABC):
 
         Returns the exit status (None means 0). Any exception aborts the job.
         """
+
+
+#: argparse destinations the lifecycle itself adds (the run-time switches add ``setting_*``)
+_OWN_DESTS = ("overwrite", "fault_inject")
+
+
+def job_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The runner's own parsed flags: ``vars(args)`` without the lifecycle's and the switches'.
+
+    What a runner stores as its configuration; the switches are recorded as
+    provenance attributes (``setting_<name>``) and the fault spec as
+    ``fault_injection``.
+    """
+    return {k: v for k, v in vars(args).items()
+            if k not in _OWN_DESTS and not k.startswith("setting_")}
 
 
 def agree(comm, error: str | None) -> str | None:
@@ -315,7 +333,10 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     error = None
     args = None
     try:
-        args = parser.parse_args(argv)
+        if job.passthrough:
+            args, args.passthrough = parser.parse_known_args(argv)
+        else:
+            args = parser.parse_args(argv)
         _FAULT = _Fault(args.fault_inject) if args.fault_inject else None
         settings.apply(args)
         job.configure(args)
@@ -323,12 +344,16 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
         return int(shown.args[0] or 0)
     except InputError as exc:
         error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug in configure: end every rank, never hang
+        return _fail(job, exc, None)
     error = agree(comm, error)
     if error is None:
         try:
             job.prepare()
         except InputError as exc:
             error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - prepare is collective: the others would wait in agree
+            return _fail(job, exc, None)
         error = agree(comm, error)
     if error:
         if comm.rank == 0:
@@ -336,9 +361,10 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
                              else f"{job.prog}: error: {error}\n")
         return EXIT_INPUT
     from hpcbench.runtime import provenance
+    from hpcbench.runtime.hosts import gather_hostnames
 
     start = provenance.utc_now()
-    hostnames = provenance.gather_hostnames(comm)
+    hostnames = gather_hostnames(comm)
     results = None
     if comm.rank == 0:
         try:
@@ -349,6 +375,8 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
             results = _open_results(job, args.overwrite, start, attrs)
         except InputError as exc:
             error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the other ranks wait in agree: abort them
+            return _fail(job, exc, None)
     error = agree(comm, error)
     if error:
         if comm.rank == 0:
@@ -440,3 +468,16 @@ def main(job: str | type[Job], argv: list[str] | None = None) -> int:
     status = run(job, argv)
     exit_process(status)
     return status  # pragma: no cover
+
+
+def entry(job: str):
+    """``main(argv=None)`` for a runner's ``__main__`` or a forwarding module.
+
+    ``job`` is the ``"module:Class"`` path of the Job; nothing of it is
+    imported until ``main`` runs (see :func:`main`).
+    """
+    def entry_main(argv: list[str] | None = None) -> int:
+        return main(job, argv)
+
+    entry_main.__doc__ = f"Run ``{job}`` through the shared job lifecycle; never returns."
+    return entry_main

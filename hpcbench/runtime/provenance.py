@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 from mpi4py import MPI
 
 import hpcbench
+from hpcbench.runtime.hosts import gather_hostnames  # noqa: F401 - re-exported
 
 __all__ = ["utc_now", "git_commit", "mpi_library_version", "gather_hostnames", "collect"]
 
@@ -39,11 +39,6 @@ def git_commit() -> str:
 def mpi_library_version() -> str:
     """First line of ``MPI.Get_library_version()`` (e.g. ``MPICH Version: 4.2.0``)."""
     return MPI.Get_library_version().strip().splitlines()[0].strip()
-
-
-def gather_hostnames(comm: MPI.Comm) -> list[str]:
-    """Host name of every rank, in rank order (collective over ``comm``)."""
-    return comm.allgather(socket.gethostname())
 
 
 def collect(comm: MPI.Comm, hostnames: list[str], seed: int | None, start_time: str) -> dict:

@@ -1,7 +1,7 @@
 """Overlap benchmark: how much ``iallreduce`` time hides behind torch compute.
 
 Run as ``mpiexec -n N python -m hpcbench.collectives.bench --overlap [--link RATE]``
-(:func:`run_overlap` is called by :mod:`hpcbench.collectives.bench`).
+(:func:`run_overlap` is called by :mod:`hpcbench.bench.collectives.job`).
 
 Method
 ------
@@ -17,8 +17,8 @@ both, comm, compute):
 * ``t_compute``: the matmuls alone;
 * ``t_both``: start the requests, run the matmuls, wait for the requests.
 
-Every measurement starts after a sleeping barrier plus ``MPI_Barrier`` and
-counts the slowest rank. Each repetition gives
+Every measurement starts with the ranks lined up and counts the slowest rank
+(:mod:`hpcbench.runtime.timing`). Each repetition gives
 
 ``hidden_i = 1 - (t_both_i - t_compute_i) / t_comm_i``
 
@@ -41,11 +41,8 @@ The load average at the start and end is printed and stored with the results.
 from __future__ import annotations
 
 import os
-import time
-from pathlib import Path
 
 import numpy as np
-from mpi4py import MPI
 
 __all__ = ["OVERLAP_COLUMNS", "hidden_shares", "rotation", "run_overlap"]
 
@@ -98,8 +95,7 @@ def hidden_shares(t_comm, t_compute, t_both) -> np.ndarray:
         return np.where(c > 0, 1.0 - (b - p) / c, np.nan)
 
 
-def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
-                progress: str) -> int:
+def run_overlap(args, comm, sizes: list[int], link, link_text: str, progress: str, rf) -> int:
     """``--overlap``: iallreduces outstanding during a matmul loop (collective).
 
     Always measured over the real MPI path (``shm``); with ``--link`` also over
@@ -109,16 +105,17 @@ def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
     Parameters
     ----------
     args : argparse.Namespace
-        Parsed options of :mod:`hpcbench.collectives.bench` (``redop``,
-        ``overlap_reps``, ``overlap_factor``, ``output``, ``seed``; all are
-        stored with the results).
+        Parsed options of :class:`hpcbench.bench.collectives.job.CollectivesJob`
+        (``redop``, ``overlap_reps``, ``overlap_factor``).
     comm : mpi4py.MPI.Comm
     sizes : list of int
         Bytes per ``iallreduce``, one table row per size and transport.
     link : LinkTransport or None
-        The ``--link`` transport (rows ``link``); freed at the end.
+        The ``--link`` transport (rows ``link``).
     link_text, progress : str
         Descriptions of the link and of the progress mode for the header.
+    rf : hpcbench.results.ResultsFile or None
+        The open results file on rank 0 (table ``overlap``), None elsewhere.
 
     Returns
     -------
@@ -128,13 +125,11 @@ def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
     import torch
 
     import hpcbench.collectives as hc
-    from hpcbench.results import Column, ResultsFile
-    from hpcbench.runtime.provenance import collect, gather_hostnames, utc_now
-    from hpcbench.runtime.wait import sleep_barrier
+    from hpcbench.results import Column
+    from hpcbench.runtime.lifecycle import fault_point
+    from hpcbench.runtime.timing import max_over_ranks, min_over_ranks, timed
 
     rank = comm.rank
-    start = utc_now()
-    hosts = gather_hostnames(comm)
     say = print if rank == 0 else (lambda *a, **k: None)
     torch.set_num_threads(1)
     nreq, reps, factor = 4, args.overlap_reps, args.overlap_factor
@@ -157,20 +152,13 @@ def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
         hc.Request.waitall(reqs)
 
     def local_time(fn, cpu: list | None = None) -> float:
-        sleep_barrier(comm)
-        comm.Barrier()
-        c0, t0 = time.thread_time(), time.perf_counter()
-        fn()
-        wall = time.perf_counter() - t0
+        t = timed(comm, fn)
         if cpu is not None:
-            cpu.append((time.thread_time() - c0) / wall if wall > 0 else float("nan"))
-        return wall
+            cpu.append(t.cpu_s / t.wall_s if t.wall_s > 0 else float("nan"))
+        return t.wall_s
 
     def slowest(ts) -> np.ndarray:
-        ts = np.asarray(ts, dtype=np.float64)
-        out = np.empty_like(ts)
-        comm.Allreduce(ts, out, op=MPI.MAX)
-        return out * 1e6
+        return max_over_ranks(comm, ts) * 1e6
 
     def calibrate(t_comm_us: float) -> int:
         """Matmul count ``k`` for compute = factor x comm: from one matmul's time
@@ -189,12 +177,8 @@ def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
                            root=0)
         return k
 
-    rf = table = None
+    table = None
     if rank == 0:
-        config = {k: v for k, v in vars(args).items() if k not in ("impls", "link_bps")}
-        rf = ResultsFile(args.output or str(Path("results") /
-                         f"collectives-overlap-{start.replace(':', '')}.h5"), "collectives",
-                         config, attrs=collect(comm, hosts, args.seed, start))
         table = rf.table("overlap", [Column(*c) for c in OVERLAP_COLUMNS],
                          "share of iallreduce time hidden behind compute")
     load0 = os.getloadavg()
@@ -215,8 +199,11 @@ def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
         f"{'(%)':>7} {'(%)':>7} {'(%)':>5}")
     hidden_all = {t: [] for t, _ in transports}
     starved = 0                     # rows whose compute got less than 90 % of a core
+    step = 0
     for tname, tr in transports:
         for size in sizes:
+            step += 1
+            fault_point(step)
             count = size // 4
             bufs = [torch.ones(count) for _ in range(nreq)]
             outs = [torch.empty(count) for _ in range(nreq)]
@@ -236,8 +223,7 @@ def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
                     local[kind][i] = local_time(runs[kind],
                                                 shares_cpu if kind == "compute" else None)
             t = {kind: slowest(local[kind]) for kind in _KINDS}
-            lowest = np.empty(reps)
-            comm.Allreduce(np.asarray(shares_cpu), lowest, op=MPI.MIN)
+            lowest = min_over_ranks(comm, shares_cpu)
             cpu_share = float(np.median(lowest))
             shares = hidden_shares(t["comm"], t["compute"], t["both"])
             hidden = float(np.median(shares))
@@ -266,8 +252,5 @@ def run_overlap(args, comm: MPI.Comm, sizes: list[int], link, link_text: str,
                      overlap_factor=float(factor), overlap_reps=int(reps),
                      loadavg_start=list(load0), loadavg_end=list(load1),
                      rows_cpu_below_0_9=int(starved))
-        rf.close("completed")
-    if link is not None:
-        link.free()
     return 0
 

@@ -1,0 +1,249 @@
+"""The collective benchmark as a lifecycle job: flags, checks, set-up, the sweep."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import numpy as np
+
+from hpcbench.bench.collectives.backends import BASELINES, OPS, REDOPS, Custom, custom_algorithms, make_buffers
+from hpcbench.bench.collectives.reference import DTYPES, ITEMSIZE, count_wrong, reference
+from hpcbench.runtime.errors import InputError
+from hpcbench.runtime.lifecycle import Job, fault_point, job_arguments
+
+__all__ = ["CollectivesJob", "parse_size"]
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``"64"``, ``"8K"``, ``"4M"``, ``"1G"`` (powers of 1024).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not a non-negative size.
+    """
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", str(text), flags=re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 64, 8K, 4M, 1G)")
+    return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+class CollectivesJob(Job):
+    """``hpcbench collectives``: custom collective algorithms against MPI, gloo and Horovod.
+
+    Every rank runs every implementation on every size; rank 0 prints the
+    table and writes the ``results`` table (``--overlap``: the ``overlap``
+    table of :mod:`hpcbench.bench.collectives.overlap`). Exit status 1 when
+    any element was wrong.
+    """
+
+    prog = "hpcbench collectives"
+    kind = "collectives"
+    description = "Collective algorithms against MPI, gloo and Horovod."
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"),
+                       help="smallest message size in bytes, K/M/G suffixes (default 1K)")
+        p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("16M"),
+                       help="largest message size (default 16M)")
+        p.add_argument("-f", "--stepfactor", type=_positive_int, default=4,
+                       help="multiply the size by this factor between rows (>= 2, default 4)")
+        p.add_argument("-o", "--op", choices=OPS, default="allreduce")
+        p.add_argument("-d", "--dtype", choices=DTYPES, default="float32")
+        p.add_argument("-r", "--redop", choices=REDOPS, default="sum")
+        p.add_argument("-a", "--algorithms", default="",
+                       help="comma list of implementations: custom algorithm names, "
+                            f"{', '.join(BASELINES)} (default: all)")
+        p.add_argument("-w", "--warmup", type=_positive_int, default=5,
+                       help="warm-up iterations at the smallest size (shrinks with size)")
+        p.add_argument("-n", "--iters", type=_positive_int, default=50,
+                       help="timed iterations at the smallest size (shrinks with size, >= 5)")
+        p.add_argument("--overlap", action="store_true",
+                       help="measure the share of iallreduce time hidden behind matmuls "
+                            "(hpcbench.bench.collectives.overlap)")
+        p.add_argument("--overlap-reps", type=_positive_int, default=9, metavar="N",
+                       help="--overlap: interleaved repetitions of comm / compute / both per "
+                            "size (default 9)")
+        p.add_argument("--overlap-factor", type=float, default=2.0, metavar="F",
+                       help="--overlap: compute lasts F times the comm-only time (default 2; "
+                            "the OSU benchmarks use 1)")
+        p.add_argument("--link", default=None, metavar="RATE",
+                       help="run the custom algorithms over the link-model transport "
+                            "(hpcbench.collectives.linkmodel) at this bandwidth, e.g. 1Gbit, "
+                            "10Gbit; mpi/gloo/horovod still use the real (shared-memory) path")
+        p.add_argument("--link-alpha", type=float, default=0.0, metavar="SECONDS",
+                       help="per-message latency of the modelled link (default 0)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--output", default=None,
+                       help="HDF5 result file, may use {op} and {start} (default "
+                            "results/collectives-{op}-{start}.h5; --overlap: "
+                            "results/collectives-overlap-{start}.h5)")
+
+    def configure(self, args: argparse.Namespace) -> None:
+        if args.stepfactor < 2:
+            raise InputError(f"-f/--stepfactor: must be >= 2, got {args.stepfactor}")
+        if args.link is not None:
+            from hpcbench.collectives.linkmodel import parse_rate
+            try:
+                args.link_bps = parse_rate(args.link)
+            except ValueError as exc:
+                raise InputError(f"--link: {exc}") from None
+        else:
+            args.link_bps = None
+        if not (args.link_alpha >= 0 and args.link_alpha == args.link_alpha
+                and args.link_alpha != float("inf")):
+            raise InputError(f"--link-alpha: must be a finite latency >= 0 s, got {args.link_alpha}")
+        if not (0 < args.overlap_factor < 100):
+            raise InputError(f"--overlap-factor: must be in (0, 100), got {args.overlap_factor}")
+        if args.minbytes > args.maxbytes:
+            raise InputError(f"-b/--minbytes: {args.minbytes} exceeds -e/--maxbytes {args.maxbytes}")
+        allowed = custom_algorithms(args.op) + list(BASELINES)
+        if args.algorithms:
+            impls = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+            bad = [a for a in impls if a not in allowed]
+            if bad or not impls:
+                raise InputError(f"-a/--algorithms: unknown {bad or args.algorithms!r}; "
+                                 f"choose from {', '.join(allowed)}")
+        else:
+            impls = allowed
+        if "mpi" in impls:        # MPI is the reference for the ratio column: run it first
+            impls = ["mpi"] + [a for a in impls if a != "mpi"]
+        args.impls = impls
+        self.cfg = args
+
+    def prepare(self) -> None:
+        """Start the baselines (gloo, Horovod) and the ``--link`` transport (collective)."""
+        a, comm = self.cfg, self.comm
+        self.notes: list[str] = []
+        self.backends = {}
+        self.link = None
+        if a.link_bps is not None:
+            from hpcbench.collectives.linkmodel import LinkTransport
+            self.link = LinkTransport(comm, alpha=a.link_alpha, beta=a.link_bps)
+        if a.overlap:
+            return
+        for impl in a.impls:
+            backend = BASELINES[impl]() if impl in BASELINES else Custom(impl, self.link)
+            note = backend.start(comm, a.dtype)
+            if note:
+                self.notes.append(note)
+            else:
+                self.backends[impl] = backend
+        if self.link is not None:
+            used = ", ".join(i for i in self.backends if i in BASELINES) or "no baseline"
+            self.notes.append(f"link: custom algorithms over {self.link_text()}; {used} "
+                              f"not modelled (vs_mpi compares modelled to real)")
+
+    def link_text(self) -> str:
+        a = self.cfg
+        if a.link_bps is None:
+            return "none (shared-memory MPI)"
+        return f"modelled {a.link_bps / 1e9:g} Gbit/s, alpha={a.link_alpha:g} s"
+
+    def output(self):
+        a = self.cfg
+        default = ("results/collectives-overlap-{start}.h5" if a.overlap
+                   else "results/collectives-{op}-{start}.h5")
+        return a.output or default, {"op": a.op}
+
+    def config_record(self):
+        config = {k: v for k, v in job_arguments(self.cfg).items() if k not in ("impls", "link_bps")}
+        if not self.cfg.overlap:
+            config["impls"] = list(self.backends)
+        return config
+
+    def run(self, results) -> int:
+        try:
+            if self.cfg.overlap:
+                from hpcbench.bench.collectives.overlap import run_overlap
+                from hpcbench.bench.collectives.report import sizes
+
+                a = self.cfg
+                return run_overlap(a, self.comm, sizes(max(a.minbytes, 4096), a.maxbytes, a.stepfactor),
+                                   self.link, self.link_text(), _progress(), results)
+            return self._sweep(results)
+        finally:
+            for backend in self.backends.values():
+                backend.stop()
+            if self.link is not None:
+                self.link.free()
+
+    def _sweep(self, rf) -> int:
+        from hpcbench.bench.collectives.report import COLUMNS, busbw_factor, header, iters_for, row_text, sizes
+        from hpcbench.results import Column
+        from hpcbench.runtime.hosts import gather_hostnames
+        from hpcbench.runtime.timing import iteration_times
+
+        a, comm = self.cfg, self.comm
+        n, rank = comm.size, comm.rank
+        say = print if rank == 0 else (lambda *x, **k: None)
+        nhosts = len(set(gather_hostnames(comm)))
+        for line in self.notes:
+            say(line)
+        table = None
+        if rank == 0:
+            table = rf.table("results", [Column(*c) for c in COLUMNS],
+                             "one row per message size per implementation")
+        itemsize = ITEMSIZE[a.dtype]
+        fac = busbw_factor(a.op, n)
+        for line in header(a, n, nhosts, _progress(), self.link_text()):
+            say(line)
+        busbw = {i: [] for i in self.backends}
+        total_wrong = 0
+        for step, size in enumerate(sizes(a.minbytes, a.maxbytes, a.stepfactor), start=1):
+            fault_point(step)
+            count = size // itemsize
+            if a.op in ("reduce_scatter", "allgather"):
+                count -= count % n
+            nbytes = count * itemsize
+            iters, warm = iters_for(nbytes, a.iters, a.warmup)
+            mpi_time = float("nan")
+            for impl, backend in self.backends.items():
+                b = make_buffers(a.op, a.dtype, a.redop, count, comm, backend.torch_buffers)
+                t = iteration_times(comm, backend.runner(a.op, b, comm), iters, warm) * 1e6
+                # correctness on fresh inputs
+                b = make_buffers(a.op, a.dtype, a.redop, count, comm, backend.torch_buffers)
+                backend.runner(a.op, b, comm)()
+                res = b.x if a.op == "bcast" else b.out
+                ref = reference(n, count, a.redop, a.dtype, a.op, rank)
+                wrong = comm.allreduce(count_wrong(res, ref, a.dtype))
+                total_wrong += wrong
+                mean = float(t.mean())
+                algbw = nbytes / (mean * 1e3) if mean > 0 else 0.0
+                bus = algbw * fac
+                busbw[impl].append(bus)
+                if impl == "mpi":
+                    mpi_time = mean
+                ratio = mean / mpi_time if mpi_time == mpi_time else float("nan")
+                p50, p99 = np.percentile(t, [50, 99])
+                row = {"size": nbytes, "count": count, "type": a.dtype, "redop": a.redop,
+                       "impl": impl, "time": mean, "p50": p50, "p99": p99, "algbw": algbw,
+                       "busbw": bus, "vs_mpi": ratio, "wrong": wrong}
+                say(row_text(row))
+                if rank == 0:
+                    table.append(row)
+        for impl, values in busbw.items():
+            if values:
+                say(f"# Avg bus bandwidth {impl:>18}: {np.mean(values):.3f} GB/s")
+        status = "OK" if total_wrong == 0 else "FAILED"
+        say(f"# Check: {status} ({total_wrong} wrong elements)")
+        if rank == 0:
+            rf.set_attrs(check=status, wrong_elements=total_wrong, notes="\n".join(self.notes))
+            say(f"# results: {rf.path}")
+        return 0 if total_wrong == 0 else 1
+
+
+def _progress() -> str:
+    from hpcbench.collectives.progress import progress_mode
+    return progress_mode()

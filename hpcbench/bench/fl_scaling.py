@@ -1,0 +1,165 @@
+"""Throughput and scaling benchmark of the federated emulation (``hpcbench fl-bench``).
+
+Launched without ``mpiexec`` (``hpcbench fl-bench --np 3,64`` or
+``python -m hpcbench.bench.fl_scaling``): it starts the ``mpiexec`` jobs itself.
+Flags it does not know are handed on to every ``python -m hpcbench.fl`` job.
+
+Runs the same job (default: 1,000 registered digits clients, 100 participants
+per round, always available so that every round has its 100) under
+``mpiexec -n N`` for each N of ``--np`` in one invocation, and prints side by
+side, per world size:
+
+- clients trained per second (aggregated participants per steady-state round
+  divided by its wall time);
+- the share of wall time spent outside client training: ``1 - sum(train CPU
+  s) / (wall s * min(cores, executors))``, i.e. the part of the CPU capacity
+  the executors could use that went to anything but training (messaging,
+  aggregation, evaluation, waiting);
+- peak resident memory per rank (max and mean over ranks);
+- the steady-state round time (median round wall time, first rounds excluded)
+  and its ratio to the first world size's (target at -np 64 vs -np 3: <= 1.3).
+
+It also builds a 1,000,000-client registry in-process and reports the bytes
+of client metadata and the process's resident-memory growth.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hpcbench.runtime.errors import InputError
+from hpcbench.runtime.lifecycle import Job, fault_point
+
+__all__ = ["FLScalingJob", "main"]
+
+
+def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, extra: list[str]) -> Path:
+    from hpcbench.runtime.launch import find_mpiexec
+
+    out = outdir / f"fl-bench-np{np_}.h5"
+    cmd = [find_mpiexec(), "-n", str(np_), sys.executable, "-m", "hpcbench.fl",
+           "--job_name", f"fl-bench-np{np_}", "--rounds", str(rounds), "--participants", str(participants),
+           "--dataset.num_clients", str(clients), "--dataset.samples_per_client", "20",
+           "--traces.availability.format", "none", "--traces.availability.path", "bundled",
+           "--eval_interval", str(rounds), "--progress", "false", "--output", str(out), *extra]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return out
+
+
+def _measure(path: Path, warmup: int) -> dict:
+    from hpcbench.results import read_attrs, read_table
+
+    rounds = read_table(path, "rounds")
+    clients = read_table(path, "clients")
+    ranks = read_table(path, "ranks")
+    attrs = read_attrs(path)
+    steady = rounds["round"] > warmup
+    wall = rounds["round_wall_s"][steady]
+    in_steady = np.isin(clients["round"], rounds["round"][steady])
+    cpu = clients["train_cpu_s"][in_steady].sum()
+    executors = max(1, attrs["world_size"] - 1)
+    capacity = min(os.cpu_count() or 1, executors)
+    return {
+        "np": attrs["world_size"],
+        "round_s": float(np.median(wall)),
+        "clients_per_s": float(rounds["participants"][steady].sum() / wall.sum()),
+        "outside": float(1.0 - cpu / (wall.sum() * capacity)),
+        "rss_max": float(ranks["peak_rss_bytes"].max()),
+        "rss_mean": float(ranks["peak_rss_bytes"].mean()),
+    }
+
+
+def _registry_memory(clients: int) -> tuple[int, int]:
+    import psutil
+
+    from hpcbench.fl.clock import ClientRegistry
+    from hpcbench.fl.config import DatasetConfig
+    from hpcbench.fl.data import DigitsDataset
+
+    proc = psutil.Process()
+    before = proc.memory_info().rss
+    ds = DigitsDataset(DatasetConfig(num_clients=clients, samples_per_client=10), seed=1)
+    reg = ClientRegistry(ds.num_clients, ds.client_sizes(), 978, 200, 710, seed=1)
+    grown = proc.memory_info().rss - before
+    return ds.metadata_nbytes() + reg.nbytes(), grown
+
+
+class FLScalingJob(Job):
+    """``hpcbench fl-bench``: the same federated job at each world size of ``--np``, side by side.
+
+    Writes no results file (each launched job writes its own, in a temporary
+    folder, and is summarised here); the table is printed.
+    """
+
+    prog = "hpcbench fl-bench"
+    description = "Throughput and scaling benchmark of the federated emulation."
+    passthrough = True
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--np", default="3,64", help="comma-separated world sizes (first is the baseline)")
+        parser.add_argument("--rounds", type=int, default=12)
+        parser.add_argument("--warmup", type=int, default=2, help="rounds excluded from steady state")
+        parser.add_argument("--clients", type=int, default=1000, help="registered clients")
+        parser.add_argument("--participants", type=int, default=100)
+        parser.add_argument("--registry-clients", type=int, default=1_000_000,
+                            help="clients of the in-process registry-memory check (0: skip)")
+
+    def configure(self, args) -> None:
+        try:
+            sizes = [int(s) for s in args.np.split(",") if s]
+            if not sizes or min(sizes) < 1:
+                raise ValueError
+        except ValueError:
+            raise InputError(f"--np: expected comma-separated positive integers, got {args.np!r}") from None
+        if args.rounds <= args.warmup:
+            raise InputError(f"--rounds ({args.rounds}) must exceed --warmup ({args.warmup})")
+        args.sizes = sizes
+        self.cfg = args
+
+    def run(self, results) -> int:
+        args = self.cfg
+        if self.comm.rank != 0:        # one launcher: started under mpiexec, the others wait
+            return 0
+        rows = []
+        with tempfile.TemporaryDirectory(prefix="hpcbench-flbench-") as tmp:
+            for step, n in enumerate(args.sizes, start=1):
+                fault_point(step)
+                print(f"running -np {n} ...", flush=True)
+                rows.append(_measure(_run(n, args.rounds, args.clients, args.participants, Path(tmp),
+                                          args.passthrough), args.warmup))
+        base = rows[0]["round_s"]
+        print(f"\n{args.clients} registered clients, {args.participants} participants/round, "
+              f"{args.rounds} rounds ({args.warmup} warm-up), {os.cpu_count()} cores")
+        print(f"{'np':>4} {'round(s)':>9} {'ratio':>6} {'clients/s':>10} {'outside':>8} "
+              f"{'rss max(MB)':>12} {'rss mean(MB)':>13}")
+        for r in rows:
+            print(f"{r['np']:>4} {r['round_s']:>9.3f} {r['round_s'] / base:>6.2f} {r['clients_per_s']:>10.1f} "
+                  f"{r['outside']:>8.1%} {r['rss_max'] / 1e6:>12.0f} {r['rss_mean'] / 1e6:>13.0f}")
+        if len(rows) > 1:
+            print(f"steady-state round time at -np {rows[-1]['np']} / -np {rows[0]['np']}: "
+                  f"{rows[-1]['round_s'] / base:.2f} (target <= 1.3)")
+        if args.registry_clients:
+            meta, grown = _registry_memory(args.registry_clients)
+            print(f"registry of {args.registry_clients:,} clients: {meta / 1e6:.1f} MB of client metadata, "
+                  f"resident memory grew {grown / 1e6:.1f} MB")
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (``hpcbench fl-bench``): the shared lifecycle with :class:`FLScalingJob`."""
+    from hpcbench.runtime.lifecycle import main as run_main
+
+    return run_main(FLScalingJob, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
