@@ -5,7 +5,6 @@ Not public API; see :mod:`hpcbench.collectives.api`.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from typing import Any
@@ -238,11 +237,9 @@ class Context:
         host names; metadata only, no payload).
         """
         if self._groups is None:
-            names = self.comm.allgather(socket.gethostname())
-            groups: dict[str, list[int]] = {}
-            for r, h in enumerate(names):
-                groups.setdefault(h, []).append(r)
-            self._groups = sorted(groups.values(), key=lambda g: g[0])
+            from hpcbench.runtime.hosts import host_groups
+
+            self._groups = host_groups(self.comm)
         return self._groups
 
 

@@ -143,14 +143,13 @@ class Emulation:
             cores = frozenset(os.sched_getaffinity(0))
         except AttributeError:  # no affinity API (macOS): count the machine's cores
             cores = frozenset(range(os.cpu_count() or 1))
-        info = self.comm.allgather((socket.gethostname(), cores))
-        hosts: dict[str, list[int]] = {}
-        for rank in self.executors:
-            hosts.setdefault(info[rank][0], []).append(rank)
+        from hpcbench.runtime.hosts import group_ranks, hostname
+
+        info = self.comm.allgather((hostname(), cores))
         setting = self.cfg.executor_concurrency
         nodes = []
         self._signal_wakeups = True
-        for ranks in hosts.values():
+        for ranks in group_ranks([host for host, _ in info], self.executors):
             node_cores = len(frozenset().union(*(info[r][1] for r in ranks)))
             if setting == "all":
                 k = len(ranks)
