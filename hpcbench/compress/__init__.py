@@ -7,7 +7,7 @@ fraction of elements *kept* everywhere. See docs/compression.md.
 
 from hpcbench.compress.base import Compressor, Context, payload_nbytes
 from hpcbench.compress.memory import ErrorFeedback, Memory, NoMemory
-from hpcbench.compress.registry import REGISTRY, create, names, register
+from hpcbench.compress.registry import REGISTRY, build, compressor_class, create, names, register
 
 __all__ = ["Compressor", "Context", "payload_nbytes", "ErrorFeedback", "Memory", "NoMemory",
-           "REGISTRY", "create", "names", "register"]
+           "REGISTRY", "create", "names", "register", "compressor_class", "build"]

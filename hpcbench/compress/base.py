@@ -122,11 +122,29 @@ class Compressor:
         True when the payload size depends only on the tensor's shape and dtype,
         never on its values (collectives can then skip exchanging sizes).
     kind : str
-        Which communicator pattern fits: ``"dense"`` (payload is a dense tensor
-        that can be summed directly), ``"sparse"`` (payload is
-        ``(indices, values)``), ``"shared_sparse"`` (values only; every rank
-        picks the same indices), ``"quantized"`` (opaque; allgather and decode)
-        or ``"lowrank"`` (PowerSGD).
+        Communication pattern: the key of the communicator that moves its
+        payloads in :data:`hpcbench.collectives.compressed.COMMUNICATORS`
+        (an unknown pattern raises there): ``"dense"`` (payload is a dense
+        tensor that can be summed directly), ``"sparse"`` (payload is
+        ``(indices, values)``; allgather or sparse ring), ``"shared_sparse"``
+        (values only; every rank picks the same indices; ring allreduce),
+        ``"quantized"`` (opaque; allgather and decode) or ``"lowrank"``
+        (PowerSGD's two allreduces).
+    takes_ratio : bool
+        The constructor takes ``compress_ratio`` (fraction of elements kept).
+    seeded : bool
+        The constructor takes ``seed`` for the compressor's own stochastic
+        rounding, which must differ between ranks (runners pass a per-rank
+        value). Seeds that must be equal on every rank (random-k's shared
+        indices, PowerSGD's initial Q) keep their defaults and do not count.
+    approximates_topk : bool
+        It keeps about ``compress_ratio`` of the elements, chosen to
+        approximate the exact top-k by magnitude (or standing in for it), so
+        its recall against ``torch.topk(|x|, k)`` is worth measuring.
+    ef_options : dict
+        Constructor options under which error feedback converges on the
+        convergence check (:mod:`hpcbench.bench.compress.convergence`): it
+        needs a contractive compressor, ``||x - C(x)|| < ||x||``.
     lr_scale : float
         Multiplier of plain SGD's learning rate that this compressor needs
         (with error feedback), > 0; 1.0 when the decoded update has the
@@ -141,6 +159,10 @@ class Compressor:
     fixed_size: bool = True
     kind: str = "quantized"
     lr_scale: float = 1.0
+    takes_ratio: bool = False
+    seeded: bool = False
+    approximates_topk: bool = False
+    ef_options: dict = {}
 
     def __init__(self) -> None:
         self._steps: dict[str, int] = {}

@@ -36,6 +36,9 @@ class BlockThresholdCompressor(Compressor):
     unbiased = False
     fixed_size = True
     kind = "quantized"
+    takes_ratio = True
+    approximates_topk = True
+    ef_options = {"compress_ratio": 0.05}
 
     def __init__(self, compress_ratio: float = 0.01, block: int = 16, decrease: float = 0.01,
                  margin: float = 0.02, trim: str = "topk") -> None:

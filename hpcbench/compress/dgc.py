@@ -41,6 +41,9 @@ class DGCCompressor(SparseCompressor):
     name = "dgc"
     unbiased = False
     fixed_size = False
+    takes_ratio = True
+    approximates_topk = True
+    ef_options = {"compress_ratio": 0.05}
 
     def __init__(self, compress_ratio: float = 0.01, sample_ratio: float = 0.01, min_fill: float = 0.8,
                  lower: float = 0.8, max_refine: int = 2, seed: int = 0) -> None:

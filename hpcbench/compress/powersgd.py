@@ -49,6 +49,7 @@ class PowerSGDCompressor(Compressor):
     unbiased = False
     fixed_size = True
     kind = "lowrank"
+    ef_options = {"rank": 2}
 
     def __init__(self, rank: int = 2, seed: int = 0, warm_start: bool = True) -> None:
         super().__init__()

@@ -32,6 +32,9 @@ class QSGDCompressor(Compressor):
     unbiased = True
     fixed_size = True
     kind = "quantized"
+    seeded = True
+    #: contractive only with levels > sqrt(d) (d = 4096 for the check's first layer)
+    ef_options = {"levels": 127}
 
     def __init__(self, levels: int = 127, seed: int | None = None) -> None:
         super().__init__()

@@ -51,6 +51,10 @@ class RandomKCompressor(SparseCompressor):
     name = "randomk"
     fixed_size = True
     kind = "shared_sparse"
+    takes_ratio = True
+    approximates_topk = True
+    #: error feedback contracts only by k/d: keep 10 %
+    ef_options = {"compress_ratio": 0.1}
 
     def __init__(self, compress_ratio: float = 0.01, scale: bool = False, seed: int = 0) -> None:
         super().__init__()

@@ -1,8 +1,13 @@
-"""Compressors by name: ``create("topk", compress_ratio=0.01)``."""
+"""Compressors by name: ``create("topk", compress_ratio=0.01)``.
+
+Adding a compressor is one new file (a :class:`~hpcbench.compress.base.Compressor`
+subclass declaring its capabilities as class attributes) and one name in the
+registration line below; runners, the compressed collectives and the tests read
+the capabilities (``takes_ratio``, ``seeded``, ``approximates_topk``, ``kind``,
+``ef_options``) from the class, never from lists of names.
+"""
 
 from __future__ import annotations
-
-from typing import Callable
 
 from hpcbench.compress.base import Compressor
 from hpcbench.compress.bf16 import BF16Compressor
@@ -20,16 +25,26 @@ from hpcbench.compress.threshold import ThresholdCompressor
 from hpcbench.compress.thresholdv import ThresholdVCompressor
 from hpcbench.compress.topk import TopKCompressor
 
-__all__ = ["REGISTRY", "register", "create", "names"]
+__all__ = ["REGISTRY", "register", "create", "names", "compressor_class", "build"]
 
-REGISTRY: dict[str, Callable[..., Compressor]] = {}
+REGISTRY: dict[str, type[Compressor]] = {}
 
 
-def register(name: str, factory: Callable[..., Compressor]) -> None:
-    """Register ``factory`` (class or callable returning a Compressor) under ``name``."""
+def register(name: str, cls: type[Compressor]) -> None:
+    """Register the Compressor subclass ``cls`` under ``name``.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is taken.
+    TypeError
+        ``cls`` is not a Compressor subclass (its capabilities are read from the class).
+    """
     if name in REGISTRY:
         raise ValueError(f"compressor name {name!r} already registered")
-    REGISTRY[name] = factory
+    if not (isinstance(cls, type) and issubclass(cls, Compressor)):
+        raise TypeError(f"register({name!r}, ...) needs a Compressor subclass, got {cls!r}")
+    REGISTRY[name] = cls
 
 
 for _cls in (NoneCompressor, FP16Compressor, BF16Compressor, TopKCompressor, RandomKCompressor,
@@ -53,8 +68,40 @@ def create(name: str, **kwargs) -> Compressor:
         If ``name`` is unknown (the message lists the known names) or an
         argument is invalid.
     """
+    return compressor_class(name)(**kwargs)
+
+
+def compressor_class(name: str) -> type[Compressor]:
+    """The class registered as ``name`` (its capabilities, without building one).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown; the message lists the known names.
+    """
     try:
-        factory = REGISTRY[name]
+        return REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown compressor {name!r}; choose from {', '.join(REGISTRY)}") from None
-    return factory(**kwargs)
+
+
+def build(name: str, compress_ratio: float | None = None, seed: int | None = None, **options) -> Compressor:
+    """:func:`create` ``name``, passing each common option only to compressors that take it.
+
+    Parameters
+    ----------
+    name : str
+        Registered name.
+    compress_ratio : float, optional
+        Fraction kept; passed when the class has ``takes_ratio``.
+    seed : int, optional
+        Per-rank rounding seed; passed when the class is ``seeded``.
+    **options
+        Passed as given (method-specific options).
+    """
+    cls = compressor_class(name)
+    if compress_ratio is not None and cls.takes_ratio:
+        options["compress_ratio"] = compress_ratio
+    if seed is not None and cls.seeded:
+        options["seed"] = seed
+    return cls(**options)

@@ -29,6 +29,7 @@ class TernGradCompressor(Compressor):
     unbiased = True
     fixed_size = True
     kind = "quantized"
+    seeded = True
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__()

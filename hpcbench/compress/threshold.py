@@ -28,6 +28,8 @@ class ThresholdCompressor(SparseCompressor):
     name = "threshold"
     unbiased = False
     fixed_size = False
+    approximates_topk = True
+    ef_options = {"threshold": 0.01}
 
     def __init__(self, threshold: float = 1e-3) -> None:
         super().__init__()

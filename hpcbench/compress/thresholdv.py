@@ -180,6 +180,9 @@ class ThresholdVCompressor(SparseCompressor):
     name = "thresholdv"
     unbiased = False
     fixed_size = True
+    takes_ratio = True
+    approximates_topk = True
+    ef_options = {"compress_ratio": 0.05}
 
     def __init__(self, compress_ratio: float = 0.01, decrease: float = 0.01, increase: float = 0.01,
                  margin: float = 0.02, trim: str = "topk") -> None:

@@ -34,6 +34,8 @@ class TopKCompressor(SparseCompressor):
     name = "topk"
     unbiased = False
     fixed_size = True
+    takes_ratio = True
+    ef_options = {"compress_ratio": 0.05}
 
     def __init__(self, compress_ratio: float = 0.01, selector: TopKSelector | None = None) -> None:
         super().__init__()

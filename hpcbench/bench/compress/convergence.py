@@ -17,19 +17,9 @@ from mpi4py import MPI
 
 from hpcbench.collectives.compressed import compressed_allreduce
 from hpcbench.collectives.transport import Transport
-from hpcbench.compress import ErrorFeedback, create
+from hpcbench.compress import ErrorFeedback, build, compressor_class
 
-__all__ = ["train", "COMPRESSOR_KWARGS"]
-
-#: compressor options used by the check. Error feedback needs a contractive
-#: compressor (||x - C(x)|| < ||x||): QSGD is one only with levels > sqrt(d)
-#: (d = 4096 for the first layer), random-k only by k/d, so it keeps 10 %.
-COMPRESSOR_KWARGS = {
-    "topk": {"compress_ratio": 0.05}, "randomk": {"compress_ratio": 0.1},
-    "thresholdv": {"compress_ratio": 0.05}, "blockthreshold": {"compress_ratio": 0.05},
-    "dgc": {"compress_ratio": 0.05}, "threshold": {"threshold": 0.01},
-    "qsgd": {"levels": 127}, "powersgd": {"rank": 2},
-}
+__all__ = ["train"]
 
 
 def _data(seed: int):
@@ -65,10 +55,8 @@ def train(compressor: str, comm: MPI.Comm, steps: int = 300, batch: int = 32, lr
     Xs, ys = torch.from_numpy(Xtr[shard]), torch.from_numpy(ytr[shard])
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
-    kw = dict(COMPRESSOR_KWARGS.get(compressor, {}))
-    if compressor in ("qsgd", "terngrad"):
-        kw["seed"] = seed * 1000 + comm.rank
-    comp = create(compressor, **kw)
+    # each compressor's own contractive options (Compressor.ef_options); per-rank rounding seeds
+    comp = build(compressor, seed=seed * 1000 + comm.rank, **compressor_class(compressor).ef_options)
     mem = ErrorFeedback()
     scale = comp.lr_scale if lr_scale is None else float(lr_scale)
     opt = torch.optim.SGD(model.parameters(), lr=lr * scale, momentum=momentum)

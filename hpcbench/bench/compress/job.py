@@ -246,7 +246,7 @@ class CompressJob(Job):
         import torch
 
         from hpcbench.bench.compress.measure import breakdown, gradient, make, timed_steps
-        from hpcbench.collectives.compressed import compressed_allreduce, dense_allreduce
+        from hpcbench.collectives.compressed import communicator_for, compressed_allreduce, dense_allreduce
         from hpcbench.compress import ErrorFeedback
 
         a, comm = self.cfg, self.comm
@@ -264,7 +264,7 @@ class CompressJob(Job):
         for name in a.compressors:
             for form in a.outputs:
                 c, mem = make(name, a.ratio, rank), ErrorFeedback()
-                if form == "sparse" and c.kind not in ("sparse", "shared_sparse"):
+                if form == "sparse" and not communicator_for(c).sparse_output:
                     continue
                 xs = [gradient(n, s, rank, a.seed) for s in range(2)]
                 b0 = tr.bytes_sent

@@ -9,21 +9,13 @@ import time
 import numpy as np
 import torch
 
-from hpcbench.compress import create, payload_nbytes
+from hpcbench.compress import build, payload_nbytes
 
 __all__ = ["make", "gradient", "local", "torch_topk_s", "STATS", "timed_steps", "breakdown"]
 
-APPROXIMATE = ("randomk", "threshold", "thresholdv", "blockthreshold", "dgc")
-
-
 def make(name: str, ratio: float, rank: int):
     """Compressor ``name`` keeping ``ratio`` of the elements where it takes a ratio, seeded by ``rank``."""
-    kw = {}
-    if name in ("topk", "randomk", "thresholdv", "blockthreshold", "dgc"):
-        kw["compress_ratio"] = ratio
-    if name in ("qsgd", "terngrad"):
-        kw["seed"] = rank
-    return create(name, **kw)
+    return build(name, compress_ratio=ratio, seed=rank)
 
 
 def gradient(n: int, step: int, rank: int, seed: int) -> torch.Tensor:
@@ -50,7 +42,7 @@ def local(name: str, n: int, a) -> dict | None:
         if step >= a.warmup:
             ct.append(t1 - t)
             dt.append(t2 - t1)
-            if name in APPROXIMATE and n:
+            if c.approximates_topk and n:
                 y = c.decompress(payload, ctx).view(-1)
                 k = max(1, int(np.ceil(a.ratio * n)))
                 ref = torch.topk(x.abs(), k).indices

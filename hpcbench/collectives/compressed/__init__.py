@@ -7,7 +7,9 @@ request with ``test()`` and ``wait()``. Bytes move only through a
 :class:`~hpcbench.collectives.transport.Transport` (pass a
 :class:`~hpcbench.collectives.linkmodel.LinkTransport` to model a network).
 
-Which communicator runs is chosen by ``compressor.kind``:
+Which communicator runs is chosen by ``compressor.kind`` (the compressor's
+communication pattern) in the registry :data:`COMMUNICATORS`; an unknown
+pattern raises ``ValueError``:
 
 ``dense``          ring allreduce of the tensor (``none``)
 ``sparse``         allgather of ``(indices, values)`` + scatter-add
@@ -16,6 +18,8 @@ Which communicator runs is chosen by ``compressor.kind``:
 ``shared_sparse``  ring allreduce of the values only (``randomk``)
 ``quantized``      allgather of payloads, decode each, sum in rank order
 ``lowrank``        PowerSGD's P then Q allreduce
+
+A new pattern is one generator function and one line in :data:`COMMUNICATORS`.
 
 For the sparse kinds ``output="sparse"`` returns a
 :class:`~hpcbench.collectives.compressed.sparse_sum.SparseSum` instead of a
@@ -26,6 +30,9 @@ the wall and CPU time of the encode and decode phases.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Generator
 
 import torch
 from mpi4py import MPI
@@ -43,30 +50,15 @@ from hpcbench.compress.base import Compressor
 from hpcbench.compress.memory import Memory, NoMemory
 
 __all__ = ["compressed_allreduce", "icompressed_allreduce", "dense_allreduce", "idense_allreduce",
-           "CompressedRequest", "ALGORITHMS", "OUTPUTS", "SparseSum", "PhaseProfile"]
+           "CompressedRequest", "ALGORITHMS", "OUTPUTS", "SparseSum", "PhaseProfile", "Communicator",
+           "COMMUNICATORS", "communicator_for"]
 
 ALGORITHMS = ("auto", "allgather", "ring")
 OUTPUTS = ("dense", "sparse")
-#: compressor kinds that support ``output="sparse"``
-SPARSE_KINDS = ("sparse", "shared_sparse")
 
 
-def _gen(tensor, name, compressor, memory, tr, tag, algorithm, out=None, output="dense",
-         profile=None):
-    result = yield from _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out, output,
-                                   profile)
-    if output == "sparse" or out is None or result.data_ptr() == out.data_ptr():
-        return result
-    out.copy_(result)
-    return out
-
-
-def _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out=None, output="dense",
-               profile=None):
-    if compressor.kind == "lowrank":
-        acc = memory.compensate(tensor, name)
-        out = yield from powersgd_gen(tr, tag, acc, name, compressor, memory)
-        return out.view(tensor.shape)
+def _encode(tensor, name, compressor, memory, profile):
+    """Error feedback + compression (timed as ``encode``); returns payload, ctx, the memory update."""
     stamp = PhaseProfile.start()
     acc, payload, ctx = memory.compress(tensor, name, compressor)
     if profile is not None:
@@ -78,21 +70,97 @@ def _gen_inner(tensor, name, compressor, memory, tr, tag, algorithm, out=None, o
         if profile is not None:
             profile.stop("encode", t0)
 
-    if compressor.kind == "sparse" and algorithm != "ring":
+    return payload, ctx, update_memory
+
+
+def _dense(tr, tag, tensor, name, compressor, memory, algorithm, out, output, profile):
+    payload, ctx, update_memory = _encode(tensor, name, compressor, memory, profile)
+    update_memory()
+    return (yield from ring_allreduce(tr, tag, payload[0].to(ctx.dtype)))
+
+
+def _sparse(tr, tag, tensor, name, compressor, memory, algorithm, out, output, profile):
+    payload, ctx, update_memory = _encode(tensor, name, compressor, memory, profile)
+    if algorithm != "ring":
         # the residual update overlaps the first block's time on the wire
-        out = yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out,
-                                              output, profile, on_posted=update_memory)
-        return out if output == "sparse" else out.view(tensor.shape)
+        return (yield from sparse_allgather_gen(tr, tag, payload, ctx, compressor.fixed_size, out,
+                                                output, profile, on_posted=update_memory))
     update_memory()   # every residual update leaves the payload tensors intact
-    if compressor.kind == "dense":
-        out = yield from ring_allreduce(tr, tag, payload[0].to(ctx.dtype))
-    elif compressor.kind == "shared_sparse":
-        out = yield from shared_sparse_gen(tr, tag, payload, ctx, compressor, output)
-    elif compressor.kind == "sparse":
-        out = yield from sparse_ring_gen(tr, tag, payload, ctx, output)
-    else:
-        out = yield from quantized_allgather_gen(tr, tag, payload, ctx, compressor)
-    return out if output == "sparse" else out.view(tensor.shape)
+    return (yield from sparse_ring_gen(tr, tag, payload, ctx, output))
+
+
+def _shared_sparse(tr, tag, tensor, name, compressor, memory, algorithm, out, output, profile):
+    payload, ctx, update_memory = _encode(tensor, name, compressor, memory, profile)
+    update_memory()
+    return (yield from shared_sparse_gen(tr, tag, payload, ctx, compressor, output))
+
+
+def _quantized(tr, tag, tensor, name, compressor, memory, algorithm, out, output, profile):
+    payload, ctx, update_memory = _encode(tensor, name, compressor, memory, profile)
+    update_memory()
+    return (yield from quantized_allgather_gen(tr, tag, payload, ctx, compressor))
+
+
+def _lowrank(tr, tag, tensor, name, compressor, memory, algorithm, out, output, profile):
+    acc = memory.compensate(tensor, name)
+    return (yield from powersgd_gen(tr, tag, acc, name, compressor, memory))
+
+
+@dataclass(frozen=True)
+class Communicator:
+    """How payloads of one communication pattern move and combine.
+
+    Attributes
+    ----------
+    run : callable
+        Generator function ``run(tr, tag, tensor, name, compressor, memory,
+        algorithm, out, output, profile)`` that encodes (with error
+        feedback), communicates and returns the sum over ranks (flat tensor,
+        or :class:`SparseSum` when ``output="sparse"``).
+    sparse_output : bool
+        Whether it can return a :class:`SparseSum` (``output="sparse"``).
+    """
+
+    run: Callable[..., Generator]
+    sparse_output: bool = False
+
+
+#: communication pattern (``Compressor.kind``) -> communicator
+COMMUNICATORS: dict[str, Communicator] = {
+    "dense": Communicator(_dense),
+    "sparse": Communicator(_sparse, sparse_output=True),
+    "shared_sparse": Communicator(_shared_sparse, sparse_output=True),
+    "quantized": Communicator(_quantized),
+    "lowrank": Communicator(_lowrank),
+}
+
+
+def communicator_for(compressor: Compressor) -> Communicator:
+    """The communicator of ``compressor.kind``.
+
+    Raises
+    ------
+    ValueError
+        If no communicator is registered for that pattern (the message lists the known ones).
+    """
+    try:
+        return COMMUNICATORS[compressor.kind]
+    except KeyError:
+        raise ValueError(f"compressor {compressor.name!r} has communication pattern "
+                         f"{compressor.kind!r}; no communicator for it (known: "
+                         f"{', '.join(COMMUNICATORS)})") from None
+
+
+def _gen(tensor, name, compressor, memory, tr, tag, algorithm, out=None, output="dense",
+         profile=None):
+    result = yield from communicator_for(compressor).run(tr, tag, tensor, name, compressor, memory,
+                                                         algorithm, out, output, profile)
+    if output != "sparse":
+        result = result.view(tensor.shape)
+    if output == "sparse" or out is None or result.data_ptr() == out.data_ptr():
+        return result
+    out.copy_(result)
+    return out
 
 
 def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compressor,
@@ -158,8 +226,10 @@ def icompressed_allreduce(tensor: torch.Tensor, name: str, compressor: Compresso
         raise TypeError(f"compressor must be a Compressor, got {type(compressor).__name__}")
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-    if output == "sparse" and compressor.kind not in SPARSE_KINDS:
-        raise ValueError(f"output='sparse' needs a sparse compressor (kind in {SPARSE_KINDS}), "
+    communicator = communicator_for(compressor)
+    if output == "sparse" and not communicator.sparse_output:
+        sparse = tuple(k for k, c in COMMUNICATORS.items() if c.sparse_output)
+        raise ValueError(f"output='sparse' needs a sparse compressor (kind in {sparse}), "
                          f"{compressor.name!r} has kind {compressor.kind!r}")
     if output == "sparse" and out is not None:
         raise ValueError("out is only used with output='dense'")
