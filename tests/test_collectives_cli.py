@@ -137,3 +137,44 @@ def test_bench_cli_existing_output_and_bad_flag_two_ranks(tmp_path):
     proc = run_mpi(2, ["-m", "hpcbench.collectives.bench", "-f", "1", "--output", str(bad)], timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("stepfactor") == 1 and not bad.exists()
+
+
+def test_reference_of_each_op():
+    """Allgather's reference holds each rank's count // n inputs (it once held n * count)."""
+    from hpcbench.bench.collectives.reference import pattern, reference
+
+    n, count = 3, 12
+    got = reference(n, count, "sum", "float32", "allgather", 1)
+    np.testing.assert_array_equal(got, np.concatenate([pattern(r, 4) for r in range(n)]))
+    total = sum(pattern(r, count) for r in range(n))
+    np.testing.assert_array_equal(reference(n, count, "sum", "float32", "reduce_scatter", 2), total[8:12])
+    np.testing.assert_array_equal(reference(n, count, "avg", "int64", "allreduce", 0), total // n)
+    np.testing.assert_array_equal(reference(n, count, "max", "float32", "bcast", 2), pattern(0, count))
+
+
+@pytest.mark.parametrize("op", ["allreduce", "reduce_scatter", "allgather", "bcast"])
+def test_every_backend_runs_each_op_at_size_1(op):
+    """The backend registry: MPI and every custom algorithm give the reference on COMM_SELF."""
+    from mpi4py import MPI
+
+    from hpcbench.bench.collectives.backends import BASELINES, Custom, custom_algorithms, make_buffers
+    from hpcbench.bench.collectives.reference import count_wrong, reference
+
+    comm = MPI.COMM_SELF
+    for impl in ["mpi", *custom_algorithms(op)]:
+        backend = BASELINES[impl]() if impl in BASELINES else Custom(impl)
+        assert backend.start(comm, "float64") is None
+        for redop in ("sum", "avg", "max"):
+            b = make_buffers(op, "float64", redop, 40, comm, backend.torch_buffers)
+            backend.runner(op, b, comm)()
+            res = b.x if op == "bcast" else b.out
+            assert count_wrong(res, reference(1, 40, redop, "float64", op, 0), "float64") == 0, (impl, redop)
+
+
+@pytest.mark.mpi
+def test_bench_cli_allgather_two_ranks(tmp_path):
+    out = tmp_path / "ag.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.collectives.bench", "-o", "allgather", "-b", "1K", "-e", "1K",
+                       "-n", "5", "-w", "1", "-a", "mpi,ring", "--output", str(out)], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "# Check: OK (0 wrong elements)" in proc.stdout
