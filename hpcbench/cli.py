@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fl-bench": ("hpcbench.fl.bench", "throughput and scaling benchmark of the federated emulation"),
     "collectives": ("hpcbench.collectives.bench", "collective algorithms against MPI, gloo and Horovod"),
     "compress": ("hpcbench.collectives.compress_bench", "compressed allreduce on modelled links"),
+    "pipeline": ("hpcbench.pipeline.__main__", "pipeline stages on MPI ranks with Sky Computing's layer allocation"),
 }
 
 

@@ -97,6 +97,7 @@ def allocate(inst: Instance, order: str = "free", time_limit_s: float = SKY_TIME
                                warmStart=True)
     prob.solve(solver)
     status = pulp.LpStatus[prob.status]
+    solution = pulp.LpSolution.get(prob.sol_status, str(prob.sol_status))
     if status == "Infeasible" or prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         raise InfeasibleError(f"sky-milp: CBC found no allocation within the memory caps "
                               f"(status {status!r}, {time_limit_s:g} s limit)")
@@ -105,6 +106,6 @@ def allocate(inst: Instance, order: str = "free", time_limit_s: float = SKY_TIME
     devs = np.argsort(first, kind="stable")
     sizes = assign.sum(axis=1)[devs]
     alloc = Allocation(devs, np.concatenate([[0], np.cumsum(sizes)]), "sky-milp",
-                       info={"order_mode": order, "solver_status": status,
+                       info={"order_mode": order, "solver_status": solution,
                              "milp_objective_s": float(pulp.value(q)) / scale})
     return alloc
