@@ -76,12 +76,21 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib.pyplot as plt
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("files", nargs="+", type=Path, help="hpcbench pipeline result files (.h5)")
     ap.add_argument("-o", "--output", type=Path, default=Path("results/pipeline.png"))
     ap.add_argument("--timeline", default=None, metavar="FILE:ALLOCATOR",
                     help="run and allocator of the timeline panel (default: last file, last allocator)")
     args = ap.parse_args(argv)
-    runs = [load_run(p) for p in args.files]
+    runs = []
+    for path in args.files:
+        if not path.is_file():
+            print(f"plot_pipeline: error: {path}: no such file", file=sys.stderr)
+            return 2
+        try:
+            runs.append(load_run(path))
+        except (OSError, KeyError, ValueError) as exc:
+            print(f"plot_pipeline: error: {exc}", file=sys.stderr)
+            return 2
     rows = summary_rows(runs)
     print(f"{'group':<22} {'stages':>6} {'allocator':<12} {'predicted(s)':>12} {'measured(s)':>12} {'err%':>6} "
           f"{'speedup':>8} {'bubble':>7} {'formula':>7}")

@@ -115,3 +115,17 @@ def test_simulated_bubble_matches_formula(p, m, schedule):
     tl = simulate(inst, allocate("even", inst), schedule)
     assert tl.iteration_s == pytest.approx((m + p - 1) * 3.0)
     assert tl.bubble_fraction == pytest.approx((p - 1) / (m + p - 1))
+
+
+def test_adaptive_estimate_recovers_slowdowns_and_rebalance_reaches_optimal():
+    from hpcbench.pipeline.adaptive import estimate_slowdown, rebalance
+
+    rng = np.random.default_rng(1)
+    n, d = 30, 5
+    inst = Instance(rng.uniform(1, 2, n), np.ones(n), np.full(n, 10.0), np.ones(d), micro_batches=4)
+    even = allocate("even", inst)
+    true = np.array([1.0, 4.0, 1.0, 2.5, 4.0])
+    busy = simulate(inst.with_slowdown(true), even).busy_s
+    np.testing.assert_allclose(estimate_slowdown(inst, even.bounds, even.order, busy), true)
+    new = rebalance(inst, even.bounds, even.order, busy, "gpipe")
+    assert new.bottleneck_s == pytest.approx(allocate("optimal", inst.with_slowdown(true)).bottleneck_s)

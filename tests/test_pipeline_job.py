@@ -14,6 +14,7 @@ SMALL = ["--model.layers", "5", "--model.hidden", "16", "--model.heads", "2", "-
 
 @pytest.mark.mpi
 def test_emulated_run_records_predicted_and_measured(tmp_path):
+    """Three stages on 4:1 devices; the figure script reads the file."""
     out = tmp_path / "p.h5"
     proc = run_mpi(3, ["-m", "hpcbench.pipeline", "jobs/configs/pipeline-quick.yaml", *SMALL,
                        "--compute", "emulated", "--time_dilation", "40", "--link.kind", "model",
@@ -30,6 +31,16 @@ def test_emulated_run_records_predicted_and_measured(tmp_path):
     assert len(tl["stage"]) == 3 * 3 * 2 * 4   # allocators x stages x (F, B) x micro-batches
     attrs = read_attrs(out)
     assert attrs["compute_mode"] == "emulated" and attrs["status"] == "completed"
+    import subprocess
+    import sys
+
+    from mpitools import ROOT
+
+    png = tmp_path / "p.png"
+    proc = subprocess.run([sys.executable, "analysis/plot_pipeline.py", str(out), "-o", str(png)],
+                          capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:4] == b"\x89PNG" and "optimal" in proc.stdout
 
 
 @pytest.mark.mpi
@@ -57,3 +68,18 @@ def test_bad_input_exits_2_without_output(tmp_path, args, needle):
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_plot_pipeline_rejects_missing_and_foreign_files(tmp_path):
+    import subprocess
+    import sys
+
+    from hpcbench.results import ResultsFile
+    from mpitools import ROOT
+
+    other = tmp_path / "other.h5"
+    ResultsFile(other, "fl", {}).close()
+    for path, needle in ((tmp_path / "missing.h5", "no such file"), (other, "expected 'pipeline'")):
+        proc = subprocess.run([sys.executable, "analysis/plot_pipeline.py", str(path), "-o", str(tmp_path / "x.png")],
+                              capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
