@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                     "collective algorithms against MPI, gloo and Horovod (--overlap: comm hidden by compute)"),
     "compress": ("hpcbench.bench.compress.__main__",
                  "compressed allreduce on modelled links (--convergence: digits training check)"),
+    "pipeline": ("hpcbench.pipeline.__main__", "pipeline stages on MPI ranks with Sky Computing's layer allocation"),
 }
 
 

@@ -1,0 +1,65 @@
+"""Layer allocation for pipeline stages: the problem, its cost model, and the allocators.
+
+Every allocator is one file and one line of :data:`ALLOCATORS`; runners and
+configs read the registry. :func:`allocate` runs one by name, validates the
+result against the instance (memory caps) and records its solve time,
+bottleneck and predicted iteration time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from hpcbench.allocation import even, optimal, sky_dynamic, sky_milp
+from hpcbench.allocation.instance import Allocation, InfeasibleError, Instance
+from hpcbench.allocation.schedules import SCHEDULES
+from hpcbench.allocation.simulate import Timeline, simulate
+
+__all__ = ["ALLOCATORS", "allocate", "Allocation", "Instance", "InfeasibleError", "SCHEDULES", "simulate",
+           "Timeline"]
+
+#: name -> ``allocate(instance, **options) -> Allocation``
+ALLOCATORS: dict[str, Callable[..., Allocation]] = {
+    "even": even.allocate,
+    "sky-dynamic": sky_dynamic.allocate,
+    "sky-milp": sky_milp.allocate,
+    "optimal": optimal.allocate,
+}
+
+
+def allocate(name: str, inst: Instance, schedule: str = "gpipe", **options) -> Allocation:
+    """Run the allocator ``name`` on ``inst`` and fill in the allocation's figures.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`ALLOCATORS`.
+    inst : Instance
+    schedule : str, default "gpipe"
+        Schedule for the predicted iteration time (a key of ``SCHEDULES``).
+    **options
+        The allocator's own options (``order=``, ``time_limit_s=``...).
+
+    Returns
+    -------
+    Allocation
+        With ``solve_s``, ``bottleneck_s`` and ``predicted_iteration_s`` set.
+
+    Raises
+    ------
+    KeyError
+        Unknown allocator.
+    InfeasibleError
+        The allocation cannot fit the devices' memory caps.
+    """
+    if name not in ALLOCATORS:
+        raise KeyError(f"unknown allocator {name!r}; choose from {', '.join(ALLOCATORS)}")
+    t0 = time.perf_counter()
+    alloc = ALLOCATORS[name](inst, **options)
+    alloc.solve_s = time.perf_counter() - t0
+    alloc.method = name
+    inst.validate(alloc)
+    alloc.bottleneck_s = inst.bottleneck_s(alloc)
+    alloc.predicted_iteration_s = simulate(inst, alloc, schedule).iteration_s
+    return alloc

@@ -1,0 +1,144 @@
+"""Typed job configuration of ``python -m hpcbench.pipeline`` (YAML, ``--dotted.key VALUE`` overrides)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from hpcbench.allocation import ALLOCATORS, SCHEDULES
+from hpcbench.runtime import config as _config
+from hpcbench.runtime.config import ConfigError, Strict
+
+__all__ = ["ModelConfig", "DevicesConfig", "LinkConfig", "AdaptiveConfig", "PipelineConfig", "load_config",
+           "flatten_keys", "ConfigError"]
+
+
+class ModelConfig(Strict):
+    """BERT-style encoder stack; its pipeline layers are embedding, ``layers`` encoders, pooler, classifier."""
+
+    layers: int = Field(22, ge=1, description="encoder layers (pipeline layers = layers + 3)")
+    hidden: int = Field(64, ge=8)
+    heads: int = Field(4, ge=1)
+    seq_len: int = Field(32, ge=2)
+    vocab: int = Field(1000, ge=8)
+    classes: int = Field(4, ge=2)
+
+    @model_validator(mode="after")
+    def _heads_divide(self):
+        if self.hidden % self.heads:
+            raise ValueError(f"model.hidden ({self.hidden}) must be a multiple of model.heads ({self.heads})")
+        return self
+
+
+class DevicesConfig(Strict):
+    """Heterogeneous devices, one per rank.
+
+    ``speed``: per-device slowdown factors (a list, one per rank, cycled), a
+    ratio ``"k:1"`` (every other device ``k`` times slower, the first fast),
+    or ``"trace"`` (factors sampled from the bundled AI-Benchmark device
+    trace, latency over the smallest sampled latency). ``mem_cap_mb``: a cap
+    per device (one value for all, or a list cycled), null for none.
+    ``change_at``/``change_speed``: from iteration ``change_at`` (counted from 1
+    over each allocator's run) the factors become ``change_speed`` (same forms).
+    """
+
+    speed: Union[list[float], str] = "1:1"
+    mem_cap_mb: Union[float, list[float], None] = None
+    change_at: int = Field(0, ge=0)
+    change_speed: Union[list[float], str, None] = None
+
+    @field_validator("speed", "change_speed")
+    @classmethod
+    def _speed_form(cls, v):
+        if v is None:
+            return v
+        if isinstance(v, str):
+            if v != "trace" and not re.fullmatch(r"\s*[0-9]*\.?[0-9]+\s*:\s*1\s*", v):
+                raise ValueError(f"expected a list of factors, 'k:1' or 'trace', got {v!r}")
+            if v != "trace" and float(v.split(":")[0]) <= 0:
+                raise ValueError(f"ratio must be positive, got {v!r}")
+        elif not v or any(not (math.isfinite(x) and x > 0) for x in v):
+            raise ValueError(f"factors must be a non-empty list of positive numbers, got {v!r}")
+        return v
+
+    @field_validator("mem_cap_mb")
+    @classmethod
+    def _caps(cls, v):
+        vals = [v] if isinstance(v, (int, float)) else (v or [])
+        if isinstance(v, list) and not v or any(not x > 0 for x in vals):
+            raise ValueError(f"memory caps must be positive megabytes, got {v!r}")
+        return v
+
+
+class LinkConfig(Strict):
+    """Point-to-point links: ``shared`` (MPI over shared memory) or ``model`` (latency, bandwidth)."""
+
+    kind: Literal["shared", "model"] = "shared"
+    latency_s: float = Field(0.0, ge=0.0)
+    bandwidth: str = "1Gbit"
+
+
+class AdaptiveConfig(Strict):
+    """Run-time re-balancing from measured stage times (allocator ``adaptive``)."""
+
+    every: int = Field(3, ge=1, description="iterations between re-balances")
+    max_rebalances: int = Field(3, ge=0)
+
+
+class PipelineConfig(Strict):
+    """One pipeline job: a model, devices, links and the allocators to run side by side."""
+
+    job_name: str = "pipeline"
+    output: str = "results/{job_name}-{start}.h5"
+    seed: int = 0
+    model: ModelConfig = ModelConfig()
+    batch_size: int = Field(32, ge=1)
+    micro_batches: int = Field(4, ge=1)
+    iterations: int = Field(5, ge=1)
+    warmup: int = Field(1, ge=0)
+    lr: float = Field(0.01, gt=0.0)
+    schedule: str = "gpipe"
+    allocators: list[str] = ["even", "optimal"]
+    compute: Literal["real", "emulated"] = "real"
+    time_dilation: float = Field(1.0, ge=1.0)
+    milp_time_limit_s: float = Field(300.0, gt=0.0)
+    devices: DevicesConfig = DevicesConfig()
+    link: LinkConfig = LinkConfig()
+    adaptive: AdaptiveConfig = AdaptiveConfig()
+    progress: bool = False
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, v):
+        if v not in SCHEDULES:
+            raise ValueError(f"unknown schedule {v!r}; choose from {', '.join(SCHEDULES)}")
+        return v
+
+    @field_validator("allocators")
+    @classmethod
+    def _allocators(cls, v):
+        known = [*ALLOCATORS, "adaptive"]
+        bad = [a for a in v if a not in known]
+        if not v or bad:
+            raise ValueError(f"unknown allocator {bad[0] if bad else v!r}; choose from {', '.join(known)}")
+        return v
+
+    @model_validator(mode="after")
+    def _batches(self):
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
+                             f"({self.micro_batches})")
+        return self
+
+
+def flatten_keys() -> list[str]:
+    """Every dotted key of :class:`PipelineConfig`."""
+    return _config.flatten_keys(PipelineConfig)
+
+
+def load_config(path=None, overrides=None) -> PipelineConfig:
+    """Read and validate a pipeline job file; :class:`ConfigError` names the key and the value."""
+    return _config.load_config(PipelineConfig, path, overrides)
