@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fl-bench": ("hpcbench.fl.bench", "throughput and scaling benchmark of the federated emulation"),
     "collectives": ("hpcbench.collectives.bench", "collective algorithms against MPI, gloo and Horovod"),
     "compress": ("hpcbench.collectives.compress_bench", "compressed allreduce on modelled links"),
+    "costmodel": ("hpcbench.bench.costmodel", "allreduce over the link model against the alpha-beta model"),
 }
 
 

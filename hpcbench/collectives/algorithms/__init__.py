@@ -22,6 +22,13 @@ the same result bits), and less Python per step::
 
 It returns False, having taken no tag and sent nothing, when it does not apply
 to the call (the generator then runs).
+
+Every algorithm also has a *cost model* (:func:`register_cost`), its
+alpha-beta-gamma time over the link model of
+:mod:`hpcbench.collectives.linkmodel`, read by
+:func:`hpcbench.collectives.cost.predict_allreduce`::
+
+    cost(nbytes, p, alpha, beta, gamma, local_size=None) -> seconds
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-__all__ = ["Algorithm", "register", "register_inline", "get", "names", "ALGORITHMS"]
+__all__ = ["Algorithm", "register", "register_inline", "register_cost", "get", "names",
+           "ALGORITHMS"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,8 @@ class Algorithm:
     inline : callable or None
         The inline form used by blocking calls on small buffers (see module
         docstring), or None.
+    cost : callable or None
+        The alpha-beta-gamma cost model (see module docstring).
     """
 
     name: str
@@ -58,6 +68,7 @@ class Algorithm:
     deterministic: bool
     description: str
     inline: Callable | None = None
+    cost: Callable | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
@@ -75,6 +86,14 @@ def register_inline(name: str):
     """Decorator attaching an inline form to the registered algorithm ``name``."""
     def deco(fn):
         ALGORITHMS[name] = replace(ALGORITHMS[name], inline=fn)
+        return fn
+    return deco
+
+
+def register_cost(name: str):
+    """Decorator attaching a cost model to the registered algorithm ``name``."""
+    def deco(fn):
+        ALGORITHMS[name] = replace(ALGORITHMS[name], cost=fn)
         return fn
     return deco
 

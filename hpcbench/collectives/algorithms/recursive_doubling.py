@@ -14,14 +14,17 @@ the registry marks it not deterministic in the strict sense of
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hpcbench.collectives._core import inline_backoff, start_allreduce, wait_inline
-from hpcbench.collectives.algorithms import register, register_inline
-from hpcbench.collectives.algorithms.rabenseifner import fold_in, fold_out, fold_setup, real_rank
+from hpcbench.collectives.algorithms import register, register_cost, register_inline
+from hpcbench.collectives.algorithms.rabenseifner import (fold_cost, fold_in, fold_out, fold_setup,
+                                                          real_rank)
 from hpcbench.collectives.transport import Transport
 
-__all__ = ["recursive_doubling_allreduce", "recursive_doubling_inline"]
+__all__ = ["recursive_doubling_allreduce", "recursive_doubling_inline", "recursive_doubling_cost"]
 
 
 @register("recursive_doubling", deterministic=False,
@@ -120,3 +123,18 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
         if len(ctx.fast_scratch) < 16:
             ctx.fast_scratch[key] = tmp
     return True
+
+
+@register_cost("recursive_doubling")
+def recursive_doubling_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
+    """Recursive doubling time (Thakur, Rabenseifner and Gropp 2005, section 4.5).
+
+    ``log2 p'`` exchanges of the whole vector, each reduced:
+    ``t = log2(p') (alpha + m beta + m gamma)``, plus the fold of
+    :func:`~hpcbench.collectives.algorithms.rabenseifner.fold_cost` when ``p``
+    is not a power of two.
+    """
+    if p <= 1 or nbytes <= 0:
+        return 0.0
+    p2, fold = fold_cost(nbytes, p, alpha, beta, gamma)
+    return math.log2(p2) * (alpha + nbytes * beta + nbytes * gamma) + fold

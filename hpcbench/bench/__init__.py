@@ -1,0 +1,1 @@
+"""Micro-benchmark runners (programs users launch): collectives, overlap, compression, cost model."""
