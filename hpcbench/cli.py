@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compress": ("hpcbench.bench.compress.__main__",
                  "compressed allreduce on modelled links (--convergence: digits training check)"),
     "pipeline": ("hpcbench.pipeline.__main__", "pipeline stages on MPI ranks with Sky Computing's layer allocation"),
+    "costmodel": ("hpcbench.bench.costmodel", "allreduce over the link model against the alpha-beta model"),
 }
 
 

@@ -1,10 +1,12 @@
 """The compression bench CLI under mpiexec -n 2 (tiny config) and its argument errors."""
 
-import json
+from pathlib import Path
 
 import h5py
 import pytest
 
+import hpcbench
+from hpcbench.traces import MOBIPERF_FILE
 from mpitools import run_mpi
 from hpcbench.bench.compress.job import CompressJob
 from hpcbench.runtime.lifecycle import run
@@ -12,12 +14,12 @@ from hpcbench.runtime.lifecycle import run
 
 @pytest.mark.mpi
 def test_bench_cli_two_ranks(tmp_path):
-    trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps([{"id": "x", "tcp_speed_kbps": [80000.0, 40000.0]}]))
+    # the bundled, gzip-compressed MobiPerf trace itself (row 0: 32-45 Mbit/s, x 20)
+    trace = Path(hpcbench.__file__).parent / "data" / "traces" / MOBIPERF_FILE
     out = tmp_path / "c.h5"
     proc = run_mpi(2, ["-m", "hpcbench.collectives.compress_bench", "--compressors",
                        "none,topk,thresholdv,qsgd,powersgd", "--sizes-mb", "0.05", "--repeats", "1",
-                       "--warmup", "1", "--trace", str(trace), "--trace-scale", "10",
+                       "--warmup", "1", "--trace", str(trace), "--trace-scale", "20",
                        "--outputs", "dense,sparse", "--convergence", "--steps", "5",
                        "--out", str(out)], timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr

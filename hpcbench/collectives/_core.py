@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover
     torch = None
 
 __all__ = ["DTYPES", "OPS", "Work", "Reducer", "reducer", "Context", "context_for",
-           "partition", "run_inline", "SPIN"]
+           "partition", "run_inline", "inline_backoff", "SPIN", "SPIN_S"]
 
 #: supported element types (name -> numpy dtype used to move the bytes)
 DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
@@ -31,6 +31,8 @@ DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
 OPS = ("sum", "avg", "max", "min")
 #: polls made back to back before a waiting caller starts to sleep
 SPIN = 200
+#: longest a blocking call polls back to back before it starts to sleep, in seconds
+SPIN_S = 2e-4
 
 _NP_KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
             np.dtype(np.int64): "int64"}
@@ -262,24 +264,37 @@ def scratch_view(buf: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
     return buf[:count * dtype.itemsize].view(dtype)
 
 
+def inline_backoff() -> Backoff:
+    """Wait schedule of blocking calls: polls back to back for at most :data:`SPIN_S`
+    (a bounded spin, so that a reply that comes within microseconds is seen at once),
+    then sleeps from 20 us doubling to 1 ms (an oversubscribed rank costs no CPU)."""
+    return Backoff(spin=0, spin_s=SPIN_S, first_s=2e-5, max_s=1e-3)
+
+
+def wait_inline(req, bo: Backoff) -> None:
+    """Complete one pending request in the calling thread (``bo`` is reset after)."""
+    if not req.test():
+        while not req.test():
+            now = time.monotonic()
+            t = not_before(req, now)
+            if t is not None:       # nothing can happen before t: sleep till then
+                time.sleep(max(0.0, t - now))
+            else:
+                bo.pause()
+        bo.reset()
+
+
 def run_inline(gen, backoff: Backoff | None = None) -> None:
     """Drive an algorithm generator to completion in the calling thread.
 
     The generator yields lists of :class:`P2PRequest`; each list is waited
-    for (short spin, then growing sleeps) before the generator resumes.
+    for (:func:`inline_backoff`: bounded spin, then growing sleeps) before
+    the generator resumes.
     """
-    bo = backoff or Backoff(spin=SPIN, first_s=2e-5, max_s=1e-3)
+    bo = backoff or inline_backoff()
     for reqs in gen:
         for r in reqs:
-            if not r.test():
-                while not r.test():
-                    now = time.monotonic()
-                    t = not_before(r, now)
-                    if t is not None:       # nothing can happen before t: sleep till then
-                        time.sleep(max(0.0, t - now))
-                    else:
-                        bo.pause()
-                bo.reset()
+            wait_inline(r, bo)
 
 
 def not_before(req, now: float) -> float | None:

@@ -23,14 +23,12 @@ never mix.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from mpi4py import MPI
 
 from hpcbench.collectives import algorithms as _alg
-from hpcbench.collectives._core import (OPS, SPIN, as_work, context_for, empty_like,
-                                        partition, reducer, run_inline, scratch_view)
+from hpcbench.collectives._core import (OPS, as_work, context_for, empty_like, partition,
+                                        reducer, run_inline, scratch_view)
 from hpcbench.collectives.algorithms._shapes import tree_bcast
 from hpcbench.collectives.algorithms.ring import ring_phases
 from hpcbench.collectives.progress import Request, submit
@@ -39,35 +37,54 @@ from hpcbench.collectives.transport import Transport
 __all__ = ["allreduce", "iallreduce", "reduce_scatter", "ireduce_scatter", "allgather",
            "iallgather", "bcast", "ibcast", "choose_algorithm", "CROSSOVER", "Request"]
 
-#: ``auto`` crossover points, in bytes per rank's buffer, measured with
+#: ``auto`` crossover points, in bytes, measured with
 #: ``mpiexec -n 2 python -m hpcbench.collectives.bench -b 8 -e 64M -f 4`` on a
-#: 2-core node (see docs/collectives.md): below ``small`` recursive doubling
-#: (latency-optimal), below ``medium`` Rabenseifner, else the pipelined ring.
+#: 2-core node (see docs/collectives.md): below ``small`` (whole buffer)
+#: recursive doubling (latency-optimal); the ring once each rank's block of the
+#: buffer (``nbytes / nranks``) reaches ``medium / 2`` (at 2 ranks: a
+#: ``medium`` buffer); Rabenseifner in between.
 CROSSOVER = {"small": 16 << 10, "medium": 256 << 10}
 
 
 def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> str:
     """The algorithm ``"auto"`` uses for a ``nbytes`` buffer on ``nranks`` ranks.
 
+    Below ``CROSSOVER["small"]`` bytes: recursive doubling (``tree`` when
+    ``deterministic``), ``log2 p`` full-vector steps. Above: the ring once the
+    block each rank owns, ``nbytes / nranks``, is at least
+    ``CROSSOVER["medium"] / 2``, else Rabenseifner. Both send ``2 (p-1)/p``
+    of the buffer per rank, but the ring takes ``2 (p-1)`` latency steps
+    against Rabenseifner's ``2 log2 p`` (Thakur, Rabenseifner and Gropp 2005;
+    Patarasuk and Yuan 2009), so the ring needs larger blocks to pay off as
+    ``p`` grows; the 2-rank threshold is the measured one.
+
     Parameters
     ----------
     nbytes : int
         Size of each rank's buffer in bytes.
     nranks : int
-        World size.
+        World size (>= 1).
     deterministic : bool
         Restrict the choice to algorithms that reduce each element at one rank.
 
     Returns
     -------
     str
-        A registered algorithm name; the thresholds are :data:`CROSSOVER`.
+        A registered algorithm name.
+
+    Raises
+    ------
+    ValueError
+        ``nranks`` < 1 or ``nbytes`` < 0.
     """
+    if nranks < 1 or nbytes < 0:
+        raise ValueError(f"choose_algorithm: need nranks >= 1 and nbytes >= 0, "
+                         f"got nranks={nranks!r}, nbytes={nbytes!r}")
     if nbytes < CROSSOVER["small"]:
         return "tree" if deterministic else "recursive_doubling"
-    if nbytes < CROSSOVER["medium"] or nranks <= 2:
-        return "rabenseifner" if nbytes < CROSSOVER["medium"] else "ring"
-    return "ring"
+    if 2 * nbytes >= CROSSOVER["medium"] * nranks:
+        return "ring"
+    return "rabenseifner"
 
 
 def _resolve(comm, transport):
@@ -182,9 +199,8 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
         non-contiguous ``out``, a non-CPU tensor, a non-deterministic
         algorithm with ``deterministic=True``.
     """
-    if (algorithm == "auto" or algorithm == "recursive_doubling") and not deterministic \
-            and type(x) is np.ndarray:
-        result = _fast_allreduce(x, out, op, comm, transport, name)
+    if type(x) is np.ndarray and not deterministic:
+        result = _allreduce_inline(x, out, op, algorithm, comm, transport, name)
         if result is not None:
             return result
     gen, result = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name,
@@ -193,43 +209,21 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
     return result
 
 
-# -- small-message fast path --------------------------------------------------------------
+# -- inline forms (small blocking calls) ----------------------------------------------------
 
-#: polls made back to back by the fast path before it starts to sleep
-FAST_SPIN = 4 * SPIN
-_FAST_UFUNC = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}
-_FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
+_INLINE_UFUNC = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}
+_INLINE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
 
 
-def _fast_wait(test) -> None:
-    """Poll ``test()`` until true: ``FAST_SPIN`` polls back to back, then sleeps 10 us .. 1 ms."""
-    spins = FAST_SPIN
-    while not test():
-        if spins:
-            spins -= 1
-            continue
-        pause = 1e-5
-        while not test():
-            time.sleep(pause)
-            if pause < 1e-3:
-                pause *= 2.0
-        return
-
-
-def _fast_allreduce(x, out, op, comm, transport, name):
-    """Recursive doubling for small numpy buffers on a power-of-two world, without the
-    generator machinery; ``None`` when the call does not qualify (general path then).
-
-    Same tag, same message order and the same reduction expressions (lower rank's
-    operand first) as ``recursive_doubling``, so results are bitwise identical to it.
-    One cached scratch array per (communicator, dtype, count); with the plain
-    :class:`Transport` the ``Isend``/``Irecv`` pair goes straight to MPI (counters
-    kept), any other transport (a link model) gets ``isend``/``irecv`` calls.
-    """
+def _allreduce_inline(x, out, op, algorithm, comm, transport, name):
+    """Blocking allreduce of a small numpy buffer by the algorithm's inline form
+    (:func:`hpcbench.collectives.algorithms.register_inline`); ``None`` when the call
+    does not qualify (then the generator runs, and reports any bad argument)."""
     dt = x.dtype
-    if dt not in _FAST_DTYPES or not x.flags.c_contiguous or x.nbytes >= CROSSOVER["small"]:
+    if dt not in _INLINE_DTYPES or not x.flags.c_contiguous or x.size == 0 \
+            or x.nbytes >= CROSSOVER["small"]:
         return None
-    uf = _FAST_UFUNC.get(op)
+    uf = _INLINE_UFUNC.get(op)
     if uf is None:
         return None
     if out is None:
@@ -243,61 +237,16 @@ def _fast_allreduce(x, out, op, comm, transport, name):
         dst = out
     else:
         return None
-    if transport is None:
-        if comm is None:
-            comm = MPI.COMM_WORLD
-        elif not isinstance(comm, MPI.Comm):
-            return None
-        ctx = context_for(comm)
-        tr = ctx.transport
-    elif isinstance(transport, Transport) and (comm is None or comm == transport.comm):
-        tr = transport
-        ctx = context_for(tr.comm)
-    else:
+    ctx, tr = _resolve(comm, transport)
+    if algorithm == "auto":
+        algorithm = choose_algorithm(x.nbytes, tr.size)
+    if not isinstance(algorithm, str):
         return None
-    c = tr.comm
-    n = c.Get_size()
-    if n & (n - 1) or x.size == 0:     # non-powers of two fold first: general path
+    inline = _alg.get(algorithm).inline
+    flat = dst.reshape(-1)
+    if inline is None or not inline(tr, ctx, name, x.reshape(-1), flat, uf):
         return None
-    tag = ctx.tag(name)
-    flat = dst if dst.ndim == 1 else dst.reshape(-1)
-    if n == 1:
-        if dst is not x:
-            flat[...] = x.reshape(-1)
-        return dst
-    r = c.Get_rank()
-    key = (dt.char, x.size)
-    tmp = ctx.fast_scratch.pop(key, None)
-    if tmp is None:
-        tmp = np.empty(x.size, dtype=dt)
-    direct = type(tr) is Transport
-    # the first step sends the input itself and reduces straight into the output: no copy
-    send = x if x.ndim == 1 else x.reshape(-1)
-    try:
-        d = 1
-        while d < n:
-            peer = r ^ d
-            if direct:
-                rq = c.Irecv(tmp, source=peer, tag=tag)
-                sq = c.Isend(send, dest=peer, tag=tag)
-                tr.bytes_sent += send.nbytes
-                tr.messages_sent += 1
-                _fast_wait(rq.Test)
-                _fast_wait(sq.Test)
-            else:
-                rq = tr.irecv(tmp, peer, tag)
-                sq = tr.isend(send, peer, tag)
-                _fast_wait(rq.test)
-                _fast_wait(sq.test)
-            if r & d:                   # lower rank's operand first, as recursive_doubling
-                uf(tmp, send, out=flat)
-            else:
-                uf(send, tmp, out=flat)
-            send = flat
-            d <<= 1
-    finally:
-        if len(ctx.fast_scratch) < 16:
-            ctx.fast_scratch[key] = tmp
+    n = tr.size
     if op == "avg" and n > 1:
         if dt.kind == "i":
             np.floor_divide(flat, n, out=flat)

@@ -17,9 +17,12 @@ completes at ``link_free``. All ranks of one host share ``CLOCK_MONOTONIC``,
 so stamps compare across ranks (the model assumes a single host). Incoming
 links and switch contention are not modelled. Waiting sleeps.
 
-``beta`` is constant or follows a :class:`BandwidthTrace` (e.g. MobiPerf
-kbit/s samples replayed one per ``interval_s``, looping), with the trace clock
-starting when the transport is built (a collective call).
+``beta`` is constant or follows a :class:`BandwidthReplay` (e.g. one MobiPerf
+speed test read by :func:`hpcbench.traces.load_mobiperf`, kbit/s samples
+replayed one per ``interval_s``, looping), with the trace clock starting when
+the transport is built (a collective call). With a time dilation ``d``
+(``dilation=TimeDilation(d)``) every modelled duration above (``alpha``, ``tx``)
+lasts ``d`` times longer in wall time.
 
 ``bytes_sent`` counts payload bytes exactly (the modelled wire bytes); the
 headers are bookkeeping, counted apart in ``header_bytes_sent`` and not
@@ -28,19 +31,19 @@ charged to the link.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
 
+from hpcbench import traces as _traces
 from hpcbench.collectives.transport import P2PRequest, Transport, _mpi_buffer
+from hpcbench.runtime.dilation import NO_DILATION, TimeDilation
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["BandwidthTrace", "LinkTransport", "parse_rate", "LinkRequest"]
+__all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest"]
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 
@@ -66,15 +69,21 @@ def parse_rate(text: str | float) -> float:
     return v
 
 
-class BandwidthTrace:
-    """Piecewise-constant bandwidth over time, replayed in a loop.
+class BandwidthReplay:
+    """Piecewise-constant bandwidth over time, replayed in a loop (the link's ``beta(t)``).
 
     Parameters
     ----------
     bits_per_s : array_like of float, shape (n,)
         Bandwidth samples in bit/s, each > 0.
     interval_s : float, default 1.0
-        How long each sample lasts.
+        How long each sample lasts, in modelled seconds.
+
+    Notes
+    -----
+    Files are read by :mod:`hpcbench.traces` (the one MobiPerf reader, which
+    opens the bundled ``.json.gz``); this class only replays one row of such a
+    trace (:meth:`from_trace`, :meth:`from_mobiperf`).
     """
 
     def __init__(self, bits_per_s, interval_s: float = 1.0) -> None:
@@ -89,29 +98,49 @@ class BandwidthTrace:
         self._bits_per_period = float(b.sum() * self.interval_s)
 
     @classmethod
-    def from_mobiperf(cls, path, index: int = 0, interval_s: float = 1.0, scale: float = 1.0) -> "BandwidthTrace":
-        """Trace from a MobiPerf TCP-speed JSON file (list of records with ``tcp_speed_kbps``).
+    def from_trace(cls, trace: _traces.BandwidthTrace, index: int = 0, interval_s: float = 1.0,
+                   scale: float = 1.0) -> "BandwidthReplay":
+        """Replay row ``index`` of a :class:`hpcbench.traces.BandwidthTrace` (kbit/s samples).
 
         Parameters
         ----------
-        path : str or pathlib.Path
-            The JSON file.
+        trace : hpcbench.traces.BandwidthTrace
+            E.g. :func:`hpcbench.traces.load_mobiperf`.
         index : int
-            Which record's samples to replay.
+            Which row (speed test) to replay.
         interval_s : float
             Duration of each sample.
         scale : float
-            Multiplier applied to the rates (e.g. 1000 to turn a phone link into a datacentre-like one).
+            Multiplier applied to the rates (e.g. 1000 to turn a phone link
+            into a datacentre-like one), > 0.
+
+        Raises
+        ------
+        ValueError
+            ``index`` out of range, ``scale`` not positive, or a zero sample
+            in the row (a link that never delivers).
         """
-        records = json.loads(Path(path).read_text())
-        if not isinstance(records, list) or not records:
-            raise ValueError(f"{path}: expected a non-empty JSON list of records")
-        if not 0 <= index < len(records):
-            raise ValueError(f"index must be in [0, {len(records)}), got {index}")
-        kbps = records[index].get("tcp_speed_kbps")
-        if not kbps:
-            raise ValueError(f"{path}: record {index} has no tcp_speed_kbps samples")
-        return cls(np.asarray(kbps, dtype=np.float64) * 1e3 * scale, interval_s)
+        if not 0 <= index < len(trace):
+            raise ValueError(f"index must be in [0, {len(trace)}), got {index}")
+        if not (scale > 0 and math.isfinite(scale)):
+            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+        kbps = trace.kbps[trace.offsets[index]:trace.offsets[index + 1]]
+        if np.any(kbps <= 0):
+            raise ValueError(f"{trace.source}: row {index} has a zero bandwidth sample")
+        return cls(kbps * 1e3 * scale, interval_s)
+
+    @classmethod
+    def from_mobiperf(cls, path=None, index: int = 0, interval_s: float = 1.0,
+                      scale: float = 1.0) -> "BandwidthReplay":
+        """Replay test ``index`` of a MobiPerf TCP-speed file (``.json`` or ``.json.gz``).
+
+        ``path`` None reads the bundled trace. Read by
+        :func:`hpcbench.traces.load_mobiperf` (raises its
+        :class:`~hpcbench.traces.TraceError` on a bad file); the row numbering
+        is that reader's (tests without samples are left out). Other parameters
+        as :meth:`from_trace`.
+        """
+        return cls.from_trace(_traces.load_mobiperf(path), index, interval_s, scale)
 
     def rate_at(self, t: float) -> float:
         """Bandwidth (bit/s) at trace time ``t`` seconds."""
@@ -234,8 +263,16 @@ class LinkTransport(Transport):
     beta : float or str, default "1Gbit"
         Constant bandwidth in bit/s (or a string for :func:`parse_rate`).
         Ignored when ``trace`` is given.
-    trace : BandwidthTrace, optional
+    trace : BandwidthReplay, optional
         Time-varying bandwidth.
+    dilation : hpcbench.runtime.dilation.TimeDilation, optional
+        Time dilation ``d`` (default none, ``d = 1``): the modelled latency
+        and transfer time last ``d`` times longer in wall time (a message
+        arrives ``d (alpha + 8 bytes / beta)`` after it departs; the trace is
+        replayed on modelled time ``(t - t0) / d``), so that the real CPU work
+        of copies and reductions weighs ``d`` times less against them; divide
+        measured wall times by ``d`` (``dilation.to_model``) to read them as
+        modelled times (Gupta et al., NSDI'06).
 
     Attributes
     ----------
@@ -244,14 +281,20 @@ class LinkTransport(Transport):
     header_bytes_sent : int
         Bytes of arrival-stamp headers (not charged).
     modelled_busy_s : float
-        Total modelled transmission time of this rank's link.
+        Total modelled transmission time of this rank's link (undilated seconds).
     """
 
     def __init__(self, comm: MPI.Comm, alpha: float = 0.0, beta: float | str = "1Gbit",
-                 trace: BandwidthTrace | None = None) -> None:
+                 trace: BandwidthReplay | None = None,
+                 dilation: TimeDilation | None = None) -> None:
         super().__init__(comm)
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")
+        if dilation is None:
+            dilation = NO_DILATION
+        if not isinstance(dilation, TimeDilation):
+            raise TypeError(f"dilation: expected a TimeDilation, got {type(dilation).__name__}")
+        self.dilation = dilation
         self.alpha = float(alpha)
         self.beta = None if trace is not None else parse_rate(beta)
         self.trace = trace
@@ -262,32 +305,36 @@ class LinkTransport(Transport):
         self.modelled_busy_s = 0.0
 
     def transfer_time(self, nbytes: int, depart: float) -> float:
-        """Modelled seconds to push ``nbytes`` starting at monotonic time ``depart`` (no latency)."""
+        """Modelled seconds to push ``nbytes`` starting at monotonic time ``depart`` (no
+        latency, not dilated)."""
         bits = 8.0 * nbytes
         if self.trace is not None:
-            return self.trace.transfer_time(bits, depart - self.t0)
+            return self.trace.transfer_time(bits, self.dilation.to_model(depart - self.t0))
         return bits / self.beta
 
     def isend(self, buf: np.ndarray, dest: int, tag: int) -> LinkRequest:
         now = time.monotonic()
         depart = max(now, self.link_free)
         tx = self.transfer_time(buf.nbytes, depart)
-        self.link_free = depart + tx
+        wall_tx = self.dilation.to_wall(tx)
+        self.link_free = depart + wall_tx
         self.modelled_busy_s += tx
-        header = np.array([depart + self.alpha + tx], dtype=np.float64)
+        header = np.array([depart + self.dilation.to_wall(self.alpha) + wall_tx],
+                          dtype=np.float64)
         rh = self._hdr_comm.Isend([header, MPI.DOUBLE], dest=dest, tag=tag)
         rb = self.comm.Isend(_mpi_buffer(buf), dest=dest, tag=tag)
         self.bytes_sent += buf.nbytes
         self.messages_sent += 1
         self.header_bytes_sent += header.nbytes
-        return LinkRequest([rh, rb], buf.nbytes, None, depart + tx, keep=(header, buf))
+        return LinkRequest([rh, rb], buf.nbytes, None, depart + wall_tx, keep=(header, buf))
 
     def irecv(self, buf: np.ndarray, source: int, tag: int) -> LinkRequest:
         header = np.empty(1, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)
         return LinkRequest([rh, rb], buf.nbytes, header, None, keep=buf,
-                           min_wire=self.alpha + 8.0 * buf.nbytes / self.peak_rate)
+                           min_wire=self.dilation.to_wall(self.alpha + 8.0 * buf.nbytes
+                                                          / self.peak_rate))
 
     @property
     def peak_rate(self) -> float:
@@ -303,4 +350,4 @@ class LinkTransport(Transport):
 
     def __repr__(self) -> str:
         link = f"trace({self.trace.bits_per_s.size} samples)" if self.trace else f"{self.beta:.3g} bit/s"
-        return f"LinkTransport(alpha={self.alpha}, beta={link})"
+        return f"LinkTransport(alpha={self.alpha}, beta={link}, dilation={self.dilation.factor:g})"

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from hpcbench.collectives._core import SPIN, not_before
+from hpcbench.collectives._core import inline_backoff, not_before
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["Request", "progress_mode"]
@@ -117,7 +117,7 @@ class Request:
             if _ENGINE.mode == "thread" and _ENGINE.owns(self):
                 self._event.wait()
             else:
-                bo = Backoff(spin=SPIN, first_s=2e-5, max_s=1e-3)
+                bo = inline_backoff()
                 while not self._advance_or_done():
                     bo.pause()
         if self._exc is not None:

@@ -24,6 +24,10 @@ class Backoff:
     spin : int, default 0
         Number of polls made back to back before the first sleep (keeps
         small-message latency low when a core is free).
+    spin_s : float, default 0.0
+        Also poll back to back until this many seconds have passed since the
+        first pause (a spin bounded in time, whatever a poll costs); the
+        spin ends when both ``spin`` polls and ``spin_s`` seconds are used.
     first_s : float, default 5e-5
         First sleep in seconds.
     max_s : float, default 2e-3
@@ -34,14 +38,18 @@ class Backoff:
         node cut the sleep short.
     """
 
-    __slots__ = ("spin", "first_s", "max_s", "_polls", "_sleep_s", "_sleep")
+    __slots__ = ("spin", "spin_s", "first_s", "max_s", "_polls", "_sleep_s", "_sleep", "_t0")
 
-    def __init__(self, spin: int = 0, first_s: float = 5e-5, max_s: float = 2e-3, sleep=None) -> None:
+    def __init__(self, spin: int = 0, first_s: float = 5e-5, max_s: float = 2e-3, sleep=None,
+                 spin_s: float = 0.0) -> None:
         if spin < 0:
             raise ValueError(f"spin must be >= 0, got {spin!r}")
+        if not 0.0 <= spin_s < 1.0:
+            raise ValueError(f"spin_s must be in [0, 1) seconds, got {spin_s!r}")
         if not 0 < first_s <= max_s:
             raise ValueError(f"need 0 < first_s <= max_s, got first_s={first_s!r}, max_s={max_s!r}")
         self.spin = spin
+        self.spin_s = spin_s
         self.first_s = first_s
         self.max_s = max_s
         self._sleep = sleep or time.sleep
@@ -51,12 +59,19 @@ class Backoff:
         """Start again from the shortest interval."""
         self._polls = 0
         self._sleep_s = self.first_s
+        self._t0 = None
 
     def pause(self) -> None:
         """Wait once: nothing during the spin phase, then sleep and grow the interval."""
         self._polls += 1
         if self._polls <= self.spin:
             return
+        if self.spin_s:
+            now = time.perf_counter()
+            if self._t0 is None:
+                self._t0 = now
+            if now - self._t0 < self.spin_s:
+                return
         self._sleep(self._sleep_s)
         self._sleep_s = min(self._sleep_s * 2.0, self.max_s)
 

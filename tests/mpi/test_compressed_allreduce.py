@@ -10,7 +10,7 @@ import torch
 
 from hpcbench.collectives.compressed import (compressed_allreduce, dense_allreduce,
                                              icompressed_allreduce)
-from hpcbench.collectives.linkmodel import BandwidthTrace, LinkTransport
+from hpcbench.collectives.linkmodel import BandwidthReplay, LinkTransport
 from hpcbench.compress import ErrorFeedback, build, compressor_class, create, names
 
 SIZES = [0, 1, 7, 1000]
@@ -125,7 +125,7 @@ def test_linkmodel_delays_and_counts_bytes(comm):
 
 
 def test_bandwidth_trace_replay():
-    tr = BandwidthTrace([8e6, 16e6], interval_s=0.5)   # 1 MB/s then 2 MB/s
+    tr = BandwidthReplay([8e6, 16e6], interval_s=0.5)   # 1 MB/s then 2 MB/s
     assert tr.transfer_time(8e6 * 0.5, 0.0) == pytest.approx(0.5)
     assert tr.transfer_time(8e6 * 0.5 + 16e6 * 0.25, 0.0) == pytest.approx(0.75)
     assert tr.transfer_time(2 * (8e6 * 0.5 + 16e6 * 0.5), 0.0) == pytest.approx(2.0)

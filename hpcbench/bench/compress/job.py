@@ -152,9 +152,9 @@ class CompressJob(Job):
             raise InputError(f"--threads must be >= 1, got {a.threads}")
         self.trace = None
         if a.trace:
-            from hpcbench.collectives.linkmodel import BandwidthTrace
+            from hpcbench.collectives.linkmodel import BandwidthReplay
             try:
-                self.trace = BandwidthTrace.from_mobiperf(a.trace, a.trace_index, scale=a.trace_scale)
+                self.trace = BandwidthReplay.from_mobiperf(a.trace, a.trace_index, scale=a.trace_scale)
             except (OSError, ValueError) as exc:
                 raise InputError(f"--trace: {exc}") from None
         self.cfg = a

@@ -12,14 +12,32 @@ length (``dst is src`` for in-place), ``red`` a
 requests to wait for and, once exhausted, leaves the result in ``dst`` on every
 rank. The same generator is driven inline (blocking calls) or by the progress
 engine (nonblocking calls).
+
+An algorithm may also have an *inline form* (:func:`register_inline`): a plain
+function that the blocking ``allreduce`` calls for small numpy buffers instead
+of driving the generator, with the same messages, tag and reduction order (so
+the same result bits), and less Python per step::
+
+    inline(tr, ctx, name, src, dst, ufunc) -> bool
+
+It returns False, having taken no tag and sent nothing, when it does not apply
+to the call (the generator then runs).
+
+Every algorithm also has a *cost model* (:func:`register_cost`), its
+alpha-beta-gamma time over the link model of
+:mod:`hpcbench.collectives.linkmodel`, read by
+:func:`hpcbench.collectives.cost.predict_allreduce`::
+
+    cost(nbytes, p, alpha, beta, gamma, local_size=None) -> seconds
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
-__all__ = ["Algorithm", "register", "get", "names", "ALGORITHMS"]
+__all__ = ["Algorithm", "register", "register_inline", "register_cost", "get", "names",
+           "ALGORITHMS"]
 
 
 @dataclass(frozen=True)
@@ -38,12 +56,19 @@ class Algorithm:
         others (so results are bitwise identical on all ranks and across runs).
     description : str
         One line with the reference.
+    inline : callable or None
+        The inline form used by blocking calls on small buffers (see module
+        docstring), or None.
+    cost : callable or None
+        The alpha-beta-gamma cost model (see module docstring).
     """
 
     name: str
     fn: Callable
     deterministic: bool
     description: str
+    inline: Callable | None = None
+    cost: Callable | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
@@ -53,6 +78,22 @@ def register(name: str, deterministic: bool, description: str):
     """Decorator adding a generator function to :data:`ALGORITHMS`."""
     def deco(fn):
         ALGORITHMS[name] = Algorithm(name, fn, deterministic, description)
+        return fn
+    return deco
+
+
+def register_inline(name: str):
+    """Decorator attaching an inline form to the registered algorithm ``name``."""
+    def deco(fn):
+        ALGORITHMS[name] = replace(ALGORITHMS[name], inline=fn)
+        return fn
+    return deco
+
+
+def register_cost(name: str):
+    """Decorator attaching a cost model to the registered algorithm ``name``."""
+    def deco(fn):
+        ALGORITHMS[name] = replace(ALGORITHMS[name], cost=fn)
         return fn
     return deco
 

@@ -7,9 +7,12 @@ children or members in order), so the result does not depend on timing.
 
 from __future__ import annotations
 
+import math
+
 from hpcbench.collectives._core import partition, scratch_view
 
-__all__ = ["tree_reduce", "tree_bcast", "star_reduce", "star_bcast", "SEGMENT_BYTES"]
+__all__ = ["tree_reduce", "tree_bcast", "star_reduce", "star_bcast", "SEGMENT_BYTES",
+           "tree_reduce_cost", "tree_bcast_cost", "star_reduce_cost", "star_bcast_cost"]
 
 #: pipeline segment of the tree in bytes
 SEGMENT_BYTES = 1 << 18
@@ -130,3 +133,56 @@ def reduce_then_bcast(tr, tag, dst, red, ctx, reduce, bcast):
     if tr.rank == 0:
         red.finalize(dst)
     yield from bcast(tr, tag, dst, ranks)
+
+
+# -- cost models over the link model (outgoing links serialise, incoming do not) ----------
+
+def _tree_shape(nbytes, n):
+    """``(depth, children of an inner node, segments, segment bytes)`` of the pipelined tree."""
+    depth = n.bit_length() - 1                  # position n-1 is the deepest
+    nseg = max(1, math.ceil(nbytes / SEGMENT_BYTES))
+    return depth, min(2, n - 1), nseg, nbytes / nseg
+
+
+def tree_reduce_cost(nbytes, n, alpha, beta, gamma=0.0):
+    """Pipelined binary-tree reduce of ``m`` bytes over ``n`` ranks, in seconds.
+
+    Each rank sends its ``S`` segments of ``s`` bytes up (its own link: ``s beta``
+    each); children send at once (incoming links are not modelled); a node
+    forwards segment ``j`` once both children's have come and been reduced
+    (``c s gamma``, ``c`` children). Depth ``D = floor(log2 n)``:
+    ``t = (D + S - 1) s beta + D alpha + (D + S - 1) c s gamma``.
+    """
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    depth, kids, nseg, s = _tree_shape(nbytes, n)
+    return (depth + nseg - 1) * s * (beta + kids * gamma) + depth * alpha
+
+
+def tree_bcast_cost(nbytes, n, alpha, beta, gamma=0.0):
+    """Pipelined binary-tree broadcast of ``m`` bytes over ``n`` ranks, in seconds.
+
+    A node sends each segment to its ``c`` children one after the other on its
+    link (``c s beta``), so segments leave every ``c s beta`` and the deepest
+    rank has the last one after ``t = D alpha + (D + S - 1) c s beta``.
+    """
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    depth, kids, nseg, s = _tree_shape(nbytes, n)
+    return depth * alpha + (depth + nseg - 1) * kids * s * beta
+
+
+def star_reduce_cost(nbytes, n, alpha, beta, gamma=0.0):
+    """Star reduce: the ``n-1`` members send at once on their own links, the root reduces
+    in order: ``t = alpha + m beta + (n-1) m gamma``."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return alpha + nbytes * beta + (n - 1) * nbytes * gamma
+
+
+def star_bcast_cost(nbytes, n, alpha, beta, gamma=0.0):
+    """Star broadcast: the root's link sends ``n-1`` copies one after the other:
+    ``t = alpha + (n-1) m beta``."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return alpha + (n - 1) * nbytes * beta

@@ -15,10 +15,13 @@ the result back.
 
 from __future__ import annotations
 
-from hpcbench.collectives._core import partition, scratch_view, start_allreduce
-from hpcbench.collectives.algorithms import register
+import math
 
-__all__ = ["rabenseifner_allreduce", "fold_in", "fold_out", "fold_layout"]
+from hpcbench.collectives._core import partition, scratch_view, start_allreduce
+from hpcbench.collectives.algorithms import register, register_cost
+
+__all__ = ["rabenseifner_allreduce", "rabenseifner_cost", "fold_in", "fold_out", "fold_layout",
+           "fold_cost"]
 
 
 def fold_layout(n: int, r: int):
@@ -120,3 +123,35 @@ def rabenseifner_allreduce(tr, tag, src, dst, red, ctx, **_):
         yield from fold_out(tr, tag, dst, rem)
     finally:
         ctx.give(tmpbuf)
+
+
+def fold_cost(nbytes, p, alpha, beta, gamma=0.0) -> tuple[int, float]:
+    """``(p', t)``: the power-of-two group size and the time of the fold in and out.
+
+    With ``rem = p - p' > 0``, the fold sends the whole vector in (and reduces it)
+    and sends the result back: ``2 alpha + 2 m beta + m gamma``; 0 when ``p`` is
+    a power of two.
+    """
+    p2 = 1 << (p.bit_length() - 1)
+    if p2 == p:
+        return p2, 0.0
+    return p2, 2 * alpha + 2 * nbytes * beta + nbytes * gamma
+
+
+@register_cost("rabenseifner")
+def rabenseifner_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
+    """Rabenseifner allreduce time (Thakur, Rabenseifner and Gropp 2005, section 4.4).
+
+    Recursive halving moves ``m/2, m/4, ..., m/p'`` in ``log2 p'`` exchanges,
+    recursive doubling the same back; each exchange costs ``alpha + s beta``
+    (both partners send at once, on their own links):
+
+    ``t = 2 log2(p') alpha + 2 (p'-1)/p' m beta + (p'-1)/p' m gamma``
+
+    plus the fold of :func:`fold_cost` when ``p`` is not a power of two.
+    """
+    if p <= 1 or nbytes <= 0:
+        return 0.0
+    p2, fold = fold_cost(nbytes, p, alpha, beta, gamma)
+    part = (p2 - 1) / p2 * nbytes
+    return 2 * math.log2(p2) * alpha + 2 * part * beta + part * gamma + fold

@@ -14,11 +14,17 @@ the registry marks it not deterministic in the strict sense of
 
 from __future__ import annotations
 
-from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register
-from hpcbench.collectives.algorithms.rabenseifner import fold_in, fold_out, fold_setup, real_rank
+import math
 
-__all__ = ["recursive_doubling_allreduce"]
+import numpy as np
+
+from hpcbench.collectives._core import inline_backoff, start_allreduce, wait_inline
+from hpcbench.collectives.algorithms import register, register_cost, register_inline
+from hpcbench.collectives.algorithms.rabenseifner import (fold_cost, fold_in, fold_out, fold_setup,
+                                                          real_rank)
+from hpcbench.collectives.transport import Transport
+
+__all__ = ["recursive_doubling_allreduce", "recursive_doubling_inline", "recursive_doubling_cost"]
 
 
 @register("recursive_doubling", deterministic=False,
@@ -47,3 +53,88 @@ def recursive_doubling_allreduce(tr, tag, src, dst, red, ctx, **_):
         yield from fold_out(tr, tag, dst, rem)
     finally:
         ctx.give(tmpbuf)
+
+
+@register_inline("recursive_doubling")
+def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
+    """Inline form of :func:`recursive_doubling_allreduce` for power-of-two worlds.
+
+    Same tag, messages and reduction expressions (lower rank's operand first),
+    so the result bits are those of the generator; but the first step sends
+    ``src`` itself and reduces straight into ``dst`` (no copy), the receive
+    scratch is cached per (communicator, dtype, count), and with the plain
+    :class:`~hpcbench.collectives.transport.Transport` the requests go straight
+    to MPI (its counters still kept). Waits: :func:`~hpcbench.collectives._core.inline_backoff`.
+
+    Parameters
+    ----------
+    src, dst : 1-D numpy arrays, same dtype and length
+        ``dst`` may be ``src`` (in place).
+    uf : numpy ufunc
+        ``np.add``, ``np.maximum`` or ``np.minimum`` (``avg`` is finished by the caller).
+
+    Returns
+    -------
+    bool
+        False (nothing done) when the world size is not a power of two.
+    """
+    n = tr.size
+    if n & (n - 1):                 # non-powers of two fold first: the generator does that
+        return False
+    tag = ctx.tag(name)
+    if n == 1:
+        if dst is not src:
+            dst[...] = src
+        return True
+    c, r = tr.comm, tr.rank
+    key = (src.dtype.char, src.size)
+    tmp = ctx.fast_scratch.pop(key, None)
+    if tmp is None:
+        tmp = np.empty(src.size, dtype=src.dtype)
+    direct = type(tr) is Transport
+    bo = inline_backoff()
+    send = src
+    try:
+        d = 1
+        while d < n:
+            peer = r ^ d
+            if direct:
+                rq = c.Irecv(tmp, source=peer, tag=tag)
+                sq = c.Isend(send, dest=peer, tag=tag)
+                tr.bytes_sent += send.nbytes
+                tr.messages_sent += 1
+                for q in (rq, sq):
+                    if not q.Test():
+                        while not q.Test():
+                            bo.pause()
+                        bo.reset()
+            else:
+                rq = tr.irecv(tmp, peer, tag)
+                sq = tr.isend(send, peer, tag)
+                wait_inline(rq, bo)
+                wait_inline(sq, bo)
+            if r & d:                   # lower rank's operand first, as the generator
+                uf(tmp, send, out=dst)
+            else:
+                uf(send, tmp, out=dst)
+            send = dst
+            d <<= 1
+    finally:
+        if len(ctx.fast_scratch) < 16:
+            ctx.fast_scratch[key] = tmp
+    return True
+
+
+@register_cost("recursive_doubling")
+def recursive_doubling_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
+    """Recursive doubling time (Thakur, Rabenseifner and Gropp 2005, section 4.5).
+
+    ``log2 p'`` exchanges of the whole vector, each reduced:
+    ``t = log2(p') (alpha + m beta + m gamma)``, plus the fold of
+    :func:`~hpcbench.collectives.algorithms.rabenseifner.fold_cost` when ``p``
+    is not a power of two.
+    """
+    if p <= 1 or nbytes <= 0:
+        return 0.0
+    p2, fold = fold_cost(nbytes, p, alpha, beta, gamma)
+    return math.log2(p2) * (alpha + nbytes * beta + nbytes * gamma) + fold

@@ -13,12 +13,12 @@ reducing and sending of consecutive segments and steps overlap.
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from hpcbench.collectives._core import is_inplace, partition, scratch_view
-from hpcbench.collectives.algorithms import register
+from hpcbench.collectives.algorithms import register, register_cost
 
-__all__ = ["ring_allreduce", "ring_phases", "SEGMENT_BYTES"]
+__all__ = ["ring_allreduce", "ring_phases", "ring_cost", "SEGMENT_BYTES"]
 
 #: target segment size of the pipeline in bytes
 SEGMENT_BYTES = 1 << 19
@@ -129,5 +129,28 @@ def ring_allreduce(tr, tag, src, dst, red, ctx, **_):
     yield from ring_phases(tr, tag, src, dst, red, ctx, bounds)
 
 
-def _unused():  # pragma: no cover
-    return np
+@register_cost("ring")
+def ring_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
+    """Ring allreduce time over the link model, with its segment pipeline.
+
+    Each of the ``2 (p-1)`` steps moves one block of ``m/p`` bytes per rank,
+    cut into ``S = ceil(m / (p * SEGMENT_BYTES))`` segments of ``s = m/(pS)``
+    bytes posted back to back. The link serialises a rank's segments (``s
+    beta`` each) but not the latency, and segment ``j`` of step ``k + 1``
+    leaves once segment ``j`` of step ``k`` has arrived, so a step lasts
+    ``T = max(S s beta, alpha + s beta)``; the last step ends when its last
+    segment arrives:
+
+    ``t = (2(p-1) - 1) T + S s beta + alpha + (p-1)/p m gamma``.
+
+    With one segment (``S = 1``) this is Patarasuk and Yuan's (2009)
+    ``2 (p-1) (alpha + m/p beta) + (p-1)/p m gamma``; with many, latency
+    hides behind the link: ``2 (p-1)/p m beta + alpha``.
+    """
+    if p <= 1 or nbytes <= 0:
+        return 0.0
+    block = nbytes / p
+    nseg = max(1, math.ceil(math.ceil(block) / SEGMENT_BYTES))
+    s = block / nseg
+    step = max(nseg * s * beta, alpha + s * beta)
+    return (2 * (p - 1) - 1) * step + nseg * s * beta + alpha + (p - 1) * block * gamma

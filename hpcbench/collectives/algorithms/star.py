@@ -9,10 +9,11 @@ OSDI 2020. Cost ``2 (n-1) bytes / beta`` at the root (it is the bottleneck),
 from __future__ import annotations
 
 from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register
-from hpcbench.collectives.algorithms._shapes import reduce_then_bcast, star_bcast, star_reduce
+from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms._shapes import (reduce_then_bcast, star_bcast, star_bcast_cost,
+                                                     star_reduce, star_reduce_cost)
 
-__all__ = ["star_allreduce"]
+__all__ = ["star_allreduce", "star_cost"]
 
 
 @register("star", deterministic=True,
@@ -22,3 +23,14 @@ def star_allreduce(tr, tag, src, dst, red, ctx, **_):
     if start_allreduce(tr, src, dst, red):
         return
     yield from reduce_then_bcast(tr, tag, dst, red, ctx, star_reduce, star_bcast)
+
+
+@register_cost("star")
+def star_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
+    """Star reduce then star broadcast over the link model:
+    ``t = 2 alpha + p m beta + (p-1) m gamma``. The root's incoming link is
+    not modelled (the ``p-1`` contributions arrive at once), its outgoing one
+    sends the ``p-1`` results one after the other; with incoming links
+    modelled too it would be ``2 (p-1) m beta`` (KungFu's analysis)."""
+    return (star_reduce_cost(nbytes, p, alpha, beta, gamma)
+            + star_bcast_cost(nbytes, p, alpha, beta, gamma))

@@ -9,10 +9,11 @@ combined in a fixed order at each node, and the root's bytes are broadcast.
 from __future__ import annotations
 
 from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register
-from hpcbench.collectives.algorithms._shapes import reduce_then_bcast, tree_bcast, tree_reduce
+from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms._shapes import (reduce_then_bcast, tree_bcast, tree_bcast_cost,
+                                                     tree_reduce, tree_reduce_cost)
 
-__all__ = ["tree_allreduce"]
+__all__ = ["tree_allreduce", "tree_cost"]
 
 
 @register("tree", deterministic=True,
@@ -22,3 +23,13 @@ def tree_allreduce(tr, tag, src, dst, red, ctx, **_):
     if start_allreduce(tr, src, dst, red):
         return
     yield from reduce_then_bcast(tr, tag, dst, red, ctx, tree_reduce, tree_bcast)
+
+
+@register_cost("tree")
+def tree_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
+    """Reduce then broadcast along the pipelined binary tree (256 KiB segments):
+    :func:`~hpcbench.collectives.algorithms._shapes.tree_reduce_cost` plus
+    :func:`~hpcbench.collectives.algorithms._shapes.tree_bcast_cost`; for one
+    segment and ``p = 2``, ``2 (alpha + m beta) + m gamma``."""
+    return (tree_reduce_cost(nbytes, p, alpha, beta, gamma)
+            + tree_bcast_cost(nbytes, p, alpha, beta, gamma))
