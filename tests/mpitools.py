@@ -41,3 +41,21 @@ def run_mpi(n: int, args: list[str], timeout: float = 300, cwd: Path | None = No
                              f"stdout:\n{exc.stdout}\nstderr:\n{exc.stderr}") from None
 
 
+
+
+def wait_unlocked(path: Path, timeout: float = 15.0) -> None:
+    """Wait until no process holds HDF5's lock on ``path`` (a killed writer is reaped a moment
+    after ``mpiexec`` returns on a loaded machine)."""
+    import time
+
+    import h5py
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with h5py.File(path, "r"):
+                return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mpitools import run_mpi
+from mpitools import run_mpi, wait_unlocked
 
 _JOB = """
 import sys
@@ -57,5 +57,6 @@ def test_collectives_benchmark_fault_point(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fault injected on rank 1 at step 2" in proc.stderr
     from hpcbench.results import read_attrs, read_table
+    wait_unlocked(out)
     assert read_attrs(out)["fault_injection"] == "1:2:raise"
     assert set(read_table(out, "results")["size"]) == {1024}       # the first size's rows survive

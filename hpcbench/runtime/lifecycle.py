@@ -420,8 +420,8 @@ def exit_process(status: int) -> None:
     """Flush, finalize MPI and leave with ``status`` (never returns).
 
     ``sys.exit`` would let ``python -m mpi4py`` turn a non-zero status into
-    ``MPI_Abort`` (killing the job with 137 under Slurm); leaving with
-    ``os._exit`` keeps 2 as 2 under every launcher:
+    ``MPI_Abort`` (killing the job with 137 under Slurm); leaving through the
+    C library's ``exit`` (:func:`_c_exit`) keeps 2 as 2 under every launcher:
 
     - under ``srun`` (and at world size 1) every rank finalizes and exits
       with ``status``; ``srun`` reports the largest status of its tasks;
@@ -445,7 +445,28 @@ def exit_process(status: int) -> None:
             time.sleep(30.0)  # rank 0's abort ends this process; leave anyway if it does not
             os._exit(status)
         mpi.Finalize()
-    os._exit(status)
+    _c_exit(status)
+
+
+def _c_exit(status: int) -> None:
+    """Leave through the C library's ``exit``: its ``atexit`` handlers run, Python's do not.
+
+    MPICH says goodbye to its process manager in a C ``atexit`` handler;
+    ``os._exit`` skips it, and MPICH's ``mpiexec`` then takes a rank that
+    finalized and left with 0 for a crashed one and kills the others
+    (``Killed (signal 9)``, exit status 9: in about half of 4-rank runs of a
+    program that only gathers, finalizes and calls ``os._exit(0)``; never
+    with ``exit``). Python's own shutdown is skipped as before, so
+    ``python -m mpi4py`` cannot turn the status into an abort.
+    """
+    try:
+        import ctypes
+
+        libc_exit = ctypes.CDLL(None).exit
+    except (OSError, AttributeError):  # no C library to call: leave as before
+        os._exit(status)
+    libc_exit(int(status))
+    os._exit(status)  # pragma: no cover - exit() does not return
 
 
 def main(job: str | type[Job], argv: list[str] | None = None) -> int:
