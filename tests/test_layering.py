@@ -1,6 +1,7 @@
 """The import rules of docs/architecture.md, read from the source (no imports run).
 
-core never imports a runner; ``compress`` never imports ``collectives``;
+core never imports a runner nor (but for the job lifecycle) the results writer;
+``compress`` never imports ``collectives``;
 ``analysis/`` never imports MPI or torch.distributed.
 """
 
@@ -53,6 +54,13 @@ def _offending(files, banned) -> list[str]:
 @pytest.mark.parametrize("core", [c for c in CORE if (PKG / c).is_dir()])
 def test_core_never_imports_a_runner(core):
     assert _offending(_files(PKG / core), RUNNERS) == []
+
+
+@pytest.mark.parametrize("core", [c for c in CORE if (PKG / c).is_dir() and c != "results"])
+def test_core_never_imports_the_results_writer(core):
+    """Only the job lifecycle (which opens a runner's file) may; the rest return numbers."""
+    files = [p for p in _files(PKG / core) if p != PKG / "runtime" / "lifecycle.py"]
+    assert _offending(files, ("hpcbench.results",)) == []
 
 
 def test_compress_never_imports_collectives():
