@@ -68,12 +68,13 @@ def flatten_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     """Every leaf key of a config model, dotted (``dataset.alpha``...).
 
     A field holding one of several sections (a strategy chosen by ``name``)
-    contributes the keys of all of them, each once.
+    contributes itself (``--selection oort`` replaces the whole section) and
+    the keys of all of them, each once.
     """
     keys: list[str] = []
     for name, field in model.model_fields.items():
         sections = _sections(field.annotation)
-        if not sections:
+        if len(sections) != 1:
             keys.append(prefix + name)
         for section in sections:
             keys += [k for k in flatten_keys(section, prefix + name + ".") if k not in keys]
