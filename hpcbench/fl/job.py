@@ -111,7 +111,8 @@ class FLJob(Job):
     description = ("Emulate federated learning on MPI ranks (FedScale design) and write HDF5 results.\n"
                    "Rank 0 aggregates; ranks 1..P-1 execute emulated clients.")
     epilog = ("Every config key can be overridden: --rounds 20 --dataset.alpha 0.1 "
-              "--traces.availability.format none")
+              "--traces.availability.format none; strategies: --selection oort --aggregator fedyogi "
+              "--aggregator.eta 0.01")
 
     def add_arguments(self, parser) -> None:
         from hpcbench.fl.config import flatten_keys
