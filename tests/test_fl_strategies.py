@@ -389,3 +389,12 @@ def test_sections_shorthand_and_registries():
     assert flower.aggregator.eta == 1e-2
     assert set(SELECTORS) == {"random", "oort"}
     assert set(AGGREGATORS) == {"fedavg", "fedprox", "fedyogi", "fedadam", "fedadagrad", "qfedavg"}
+
+
+def test_command_line_switches_strategy_then_sets_its_keys():
+    """--aggregator NAME replaces the file's section (whatever the flag order); --aggregator.KEY adds to it."""
+    cfg = load_config("jobs/configs/digits-1k.yaml", {"aggregator.eta": "0.01", "aggregator": "fedyogi",
+                                                      "selection": "random"})
+    assert cfg.selection.name == "random" and cfg.aggregator.name == "fedyogi" and cfg.aggregator.eta == 0.01
+    with pytest.raises(ConfigError, match="pacer_step"):  # the file's Oort keys do not fit random selection
+        load_config("jobs/configs/digits-1k.yaml", {"selection.name": "random"})

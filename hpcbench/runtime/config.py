@@ -64,6 +64,18 @@ def _sections(ann: Any) -> list[type[BaseModel]]:
     return []
 
 
+def _chosen_sections(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Dotted keys of the fields holding one of several sections, chosen by their ``name``."""
+    keys = []
+    for name, field in model.model_fields.items():
+        sections = _sections(field.annotation)
+        if len(sections) > 1:
+            keys.append(prefix + name)
+        elif sections:
+            keys += _chosen_sections(sections[0], prefix + name + ".")
+    return keys
+
+
 def flatten_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     """Every leaf key of a config model, dotted (``dataset.alpha``...).
 
@@ -196,13 +208,17 @@ def load_config(model: type[BaseModel], path: str | Path | None = None,
     if path is not None:
         raw.update(_read_yaml(Path(path), source))
     known = set(flatten_keys(model))
-    for key, text in (overrides or {}).items():
+    chosen = set(_chosen_sections(model))
+    # a whole section before its keys, whatever the order on the command line
+    for key, text in sorted((overrides or {}).items(), key=lambda kv: kv[0].count(".")):
         if key not in known:
             raise ConfigError(f"command line: unknown key {key!r} (value {short_repr(text)})")
         try:
             value = yaml.safe_load(text) if text != "" else ""
         except yaml.YAMLError:
             value = text
+        if key in chosen and isinstance(value, str):
+            value = {"name": value}  # --selection oort: a new section, to which --selection.KEY may add
         _set_dotted(raw, key, value)
     try:
         return model.model_validate(raw)
