@@ -125,7 +125,7 @@ def test_results_equal_across_world_sizes(tmp_path_factory):
             assert np.array_equal(cn[col], c1[col], equal_nan=col == "train_loss"), (n, col)
 
 
-STRATEGIES = ["--selection.name", "oort", "--selection.pacer_step", "2", "--aggregator.name", "fedyogi",
+STRATEGIES = ["--selection", "oort", "--selection.pacer_step", "2", "--aggregator", "fedyogi",
               "--aggregator.eta", "0.01", "--decay_factor", "0.9", "--decay_round", "2"]
 
 
