@@ -67,15 +67,27 @@ def plot(runs: list[dict], out: Path, target: float | None = None, title: str | 
             ax_r.axvline(run["rta"], color=line.get_color(), linestyle=":", linewidth=1)
     goal = target if target is not None else next((r["target"] for r in runs if not math.isnan(r["target"])), None)
     for ax in (ax_t, ax_r):
-        if goal is not None:
-            ax.axhline(goal, color="black", linestyle="--", linewidth=1, label=f"target {goal:.2f}")
-        ax.set_ylabel("test accuracy")
-        ax.set_ylim(0, 1)
-        ax.grid(alpha=0.3)
+        accuracy_axis(ax, goal)
     ax_t.set_xlabel("virtual time (hours)")
     ax_r.set_xlabel("round")
     ax_r.legend(loc="lower right", fontsize=8)
     fig.suptitle(title or "Time-to-accuracy")
+    save_figure(fig, out)
+
+
+def accuracy_axis(ax, goal: float | None) -> None:
+    """Test accuracy in [0, 1] on the y axis, a grid, and the target as a dashed line (unless None)."""
+    if goal is not None:
+        ax.axhline(goal, color="black", linestyle="--", linewidth=1, label=f"target {goal:.2f}")
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+
+
+def save_figure(fig, out: Path) -> None:
+    """Write ``fig`` to ``out`` (creating its folder) and close it."""
+    import matplotlib.pyplot as plt
+
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)

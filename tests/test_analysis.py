@@ -64,3 +64,28 @@ def test_plot_tta_rejects_missing_and_foreign_files(tmp_path):
         proc = _run_script(ROOT / "analysis" / "plot_tta.py", str(path), "-o", str(tmp_path / "x.png"))
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.mpi
+def test_fl_compare_groups_by_strategy(fl_results, tmp_path):
+    png = tmp_path / "cmp.png"
+    proc = _run_script(ROOT / "analysis" / "fl_compare.py", str(fl_results), "--by", "aggregator", "-o", str(png))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert png.is_file() and "NO_MPI" in proc.stdout
+    assert any(line.split()[:2] == ["fedavg", "1"] for line in proc.stdout.splitlines()), proc.stdout
+
+
+def test_fl_compare_summary_by_hand():
+    sys.path.insert(0, str(ROOT / "analysis"))
+    from fl_compare import summarise
+
+    def run(tta, seed):
+        return {"tta_s": tta, "rta": 3 if tta == tta else -1, "seed": seed}
+
+    nan = float("nan")
+    rows = summarise({"random": [run(100.0, 1), run(300.0, 2), run(nan, 3)],
+                      "oort": [run(50.0, 1), run(100.0, 2), run(nan, 3)], "never": [run(nan, 1)]}, "random")
+    by = {r["name"]: r for r in rows}
+    assert (by["random"]["runs"], by["random"]["reached"], by["random"]["mean_tta_s"]) == (3, 2, 200.0)
+    assert by["oort"]["mean_tta_s"] == 75.0 and by["oort"]["speedup"] == pytest.approx(200 / 75)
+    assert by["random"]["speedup"] == 1.0 and by["never"]["reached"] == 0 and by["never"]["speedup"] != 1.0

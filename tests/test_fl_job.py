@@ -125,6 +125,32 @@ def test_results_equal_across_world_sizes(tmp_path_factory):
             assert np.array_equal(cn[col], c1[col], equal_nan=col == "train_loss"), (n, col)
 
 
+STRATEGIES = ["--selection", "oort", "--selection.pacer_step", "2", "--aggregator", "fedyogi",
+              "--aggregator.eta", "0.01", "--decay_factor", "0.9", "--decay_round", "2"]
+
+
+def test_oort_fedyogi_equal_across_world_sizes(tmp_path):
+    """Oort (fed back every round, pacer active) with FedYogi and a decaying rate: same bits at -np 1, 2, 4."""
+    outs = {}
+    for n in (1, 2, 4):
+        outs[n] = tmp_path / f"np{n}.h5"
+        proc = run_mpi(n, ["-m", "hpcbench.fl", CONFIG, *SMALL, *STRATEGIES, "--output", str(outs[n])],
+                       timeout=240)
+        _assert_ok(proc)
+    with h5py.File(outs[1], "r") as h5:
+        base = h5["model/final_parameters"][()]
+    c1, r1 = read_table(outs[1], "clients"), read_table(outs[1], "rounds")
+    assert np.all(np.isfinite(c1["utility"][c1["status"] == "aggregated"]))
+    np.testing.assert_allclose(r1["learning_rate"], 0.1 * 0.9 ** ((np.arange(1, 7) - 1) // 2))
+    assert read_attrs(outs[1])["config"]["selection"]["name"] == "oort"
+    for n in (2, 4):
+        with h5py.File(outs[n], "r") as h5:
+            assert h5["model/final_parameters"][()].tobytes() == base.tobytes(), f"final parameters differ at -n {n}"
+        cn = read_table(outs[n], "clients")
+        for col in ("client_id", "status", "utility", "train_loss"):
+            assert np.array_equal(cn[col], c1[col], equal_nan=col != "status"), (n, col)
+
+
 @pytest.mark.parametrize("concurrency", ["1", "all"])
 def test_executor_concurrency_changes_who_trains_not_results(concurrency, tmp_path, tmp_path_factory):
     """-np 4 with one executor per round (rotating) or every executor: same bits as -np 1."""
@@ -186,6 +212,9 @@ BAD_INPUTS = {
     "malformed-trace": (_bad_trace, ["traces.device", "bad.json", "malformed JSON"]),
     "missing-config": (lambda t: ["does/not/exist.yaml"], ["does/not/exist.yaml"]),
     "bad-concurrency": (lambda t: [CONFIG, "--executor_concurrency", "0"], ["executor_concurrency", "0"]),
+    "unknown-selector": (lambda t: [CONFIG, "--selection.name", "greedy"], ["selection", "greedy", "random, oort"]),
+    "bad-oort-key": (lambda t: _yaml(t, "selection:\n  name: oort\n  pacer_step: -3\n"),
+                     ["pacer_step", "-3"]),
 }
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hpcbench.fl.aggregation.fedavg import FedAvg, weighted_average
+from hpcbench.fl.contracts import ClientUpdates
 from hpcbench.fl.clock import ClientRegistry, VirtualClock
 from hpcbench.fl.config import ConfigError, DatasetConfig, FLConfig, load_config
 from hpcbench.fl.data.partition import dirichlet_partition, iid_partition, sampled_partition
@@ -17,6 +18,15 @@ from hpcbench.fl.selection.random import RandomSelector
 
 
 # ------------------------------------------------------------------------------------ FedAvg
+def _updates(n):
+    n = np.asarray(n, dtype=np.float64)
+    return ClientUpdates(np.arange(len(n)), n, np.ones(len(n)), np.full(len(n), np.nan), 0.1)
+
+
+def _random_selector(cfg, num_clients):
+    return RandomSelector(cfg.selection, cfg.seed, np.full(num_clients, 10), np.ones(num_clients), 28)
+
+
 def test_weighted_average_matches_hand_computation():
     deltas = np.array([[1.0, 2.0, -3.0], [4.0, 0.0, 1.0], [-2.0, 6.0, 0.5]], dtype=np.float32)
     n = np.array([1, 3, 4])
@@ -61,16 +71,16 @@ def test_aggregation_fixed_order_is_deterministic():
         assert again.tobytes() == first.tobytes()
     cfg = FLConfig()
     g = rng.standard_normal(1000).astype(np.float32)
-    a = FedAvg(cfg).aggregate(g, deltas, n, 1)
-    b = FedAvg(cfg).aggregate(g.copy(), deltas.copy(), n.copy(), 1)
+    a = FedAvg(cfg.aggregator).aggregate(g, deltas, _updates(n), 1)
+    b = FedAvg(cfg.aggregator).aggregate(g.copy(), deltas.copy(), _updates(n.copy()), 1)
     assert a.dtype == np.float32 and a.tobytes() == b.tobytes()
     np.testing.assert_allclose(a, (g + first).astype(np.float32), rtol=1e-6, atol=1e-6)
 
 
 def test_fedavg_server_learning_rate():
-    cfg = FLConfig.model_validate({"server_learning_rate": 0.5})
+    cfg = FLConfig.model_validate({"aggregator": {"name": "fedavg", "server_learning_rate": 0.5}})
     g = np.ones(2, np.float32)
-    out = FedAvg(cfg).aggregate(g, np.array([[2.0, 4.0]], np.float32), [3], 1)
+    out = FedAvg(cfg.aggregator).aggregate(g, np.array([[2.0, 4.0]], np.float32), _updates([3]), 1)
     np.testing.assert_array_equal(out, [2.0, 3.0])
 
 
@@ -226,7 +236,7 @@ def _stub_clock(num_clients=50, participants=5, overcommitment=1.4, seed=3, comp
     reg.availability_row = np.arange(num_clients, dtype=np.int32)
     avail = availability or _StubAvailability(num_clients)
     clock = VirtualClock(cfg, reg, _StubDevice(num_clients), _StubBandwidth(num_clients), avail,
-                         model_bytes, RandomSelector(cfg))
+                         model_bytes, _random_selector(cfg, num_clients))
     return cfg, reg, clock
 
 
@@ -281,7 +291,7 @@ def _real_clock(seed):
     dev, bw, av = load_device_latency(), load_mobiperf(), load_flash()
     cfg = FLConfig.model_validate({"seed": seed, "participants": 10, "dataset": {"num_clients": 2000}})
     reg = ClientRegistry(2000, np.full(2000, 10), len(dev), len(bw), len(av), seed)
-    return reg, av, VirtualClock(cfg, reg, dev, bw, av, 19_240, RandomSelector(cfg))
+    return reg, av, VirtualClock(cfg, reg, dev, bw, av, 19_240, _random_selector(cfg, 2000))
 
 
 def test_clock_real_traces_availability_and_reproducible():

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ClientRegistry", "RoundTiming", "VirtualClock"]
+__all__ = ["ClientRegistry", "RoundTiming", "VirtualClock", "expected_durations"]
 
 
 class ClientRegistry:
@@ -59,6 +59,30 @@ class ClientRegistry:
         """Bytes of per-client metadata held here."""
         return int(self.num_examples.nbytes + self.device_row.nbytes + self.bandwidth_row.nbytes
                    + self.availability_row.nbytes)
+
+
+def expected_durations(registry: ClientRegistry, device, bandwidth, model_bytes: int, examples_per_round: int,
+                       compute_scale: float) -> np.ndarray:
+    """Each client's expected round duration in virtual seconds, from its trace rows' means.
+
+    ``examples_per_round * mean_latency_s * compute_scale + model_bytes * 8 / 1000
+    * (1 / mean_kbps_down + 1 / mean_kbps_up)``: the clock's formulas at the
+    traces' means (what FedScale's client manager registers a client with
+    before it has run).
+
+    Returns
+    -------
+    ndarray of shape (num_clients,), float64
+    """
+    compute = examples_per_round * device.mean_latency_s(registry.device_row) * compute_scale
+    rows = registry.bandwidth_row
+    try:
+        down = bandwidth.mean_kbps(rows, direction="down")
+        up = bandwidth.mean_kbps(rows, direction="up")
+    except TypeError:  # a trace with one speed for both directions
+        down = up = bandwidth.mean_kbps(rows)
+    comm = model_bytes * 8 / 1000 * (1.0 / np.asarray(down, np.float64) + 1.0 / np.asarray(up, np.float64))
+    return np.asarray(compute, dtype=np.float64) + comm
 
 
 @dataclass
@@ -101,7 +125,7 @@ class VirtualClock:
         ``is_available``/``next_available_s``).
     model_bytes : int
         Bytes of the model sent down and of the update sent up.
-    selector : object with ``select(round, online, count)``
+    selector : hpcbench.fl.contracts.Selector
     """
 
     def __init__(self, cfg, registry: ClientRegistry, device, bandwidth, availability,

@@ -13,8 +13,13 @@ import math
 from pathlib import Path
 from typing import Annotated, Literal, Mapping, Union
 
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 
+from hpcbench.fl.aggregation import AGGREGATORS
+from hpcbench.fl.contracts import strategy_section
+from hpcbench.fl.data import DATASETS
+from hpcbench.fl.models import MODELS
+from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict
 
@@ -23,6 +28,15 @@ __all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "Traces
 
 
 _Strict = Strict
+
+
+def _registered(registry, what: str):
+    """A field validator accepting only the names of ``registry``."""
+    def check(value):
+        if value not in registry:
+            raise ValueError(f"unknown {what} {value!r}; registered: {', '.join(registry)}")
+        return value
+    return check
 
 
 class DatasetConfig(_Strict):
@@ -36,7 +50,7 @@ class DatasetConfig(_Strict):
     split disjointly.
     """
 
-    name: Literal["digits", "shakespeare"] = "digits"
+    name: str = "digits"
     partition: Literal["dirichlet", "iid", "natural"] = "dirichlet"
     alpha: float = Field(0.5, gt=0)
     num_clients: int = Field(100, ge=1, le=100_000_000)
@@ -44,6 +58,8 @@ class DatasetConfig(_Strict):
     test_fraction: float = Field(0.2, gt=0, lt=1)
     seq_len: int = Field(80, ge=2, le=1024)
     max_test_samples: int = Field(2000, ge=1)
+
+    _name = field_validator("name")(_registered(DATASETS, "dataset"))
 
     @model_validator(mode="after")
     def _check(self):
@@ -59,12 +75,18 @@ class DatasetConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    """Model to train: ``mlp`` (digits) or ``charlstm`` (Shakespeare)."""
+    """Model to train, a name in ``MODELS`` whose ``input_kind`` matches the dataset's.
 
-    name: Literal["mlp", "logreg", "charlstm"] = "mlp"
+    ``mlp``/``logreg`` read feature vectors (digits), ``charlstm`` reads
+    character sequences (Shakespeare).
+    """
+
+    name: str = "mlp"
     hidden: int = Field(64, ge=1, le=65536)
     embedding: int = Field(8, ge=1, le=4096)
     layers: int = Field(1, ge=1, le=8)
+
+    _name = field_validator("name")(_registered(MODELS, "model"))
 
 
 class TraceConfig(_Strict):
@@ -89,6 +111,10 @@ class TracesConfig(_Strict):
     compute_scale: float = Field(1.0, gt=0)
 
 
+_SelectionSection, _DEFAULT_SELECTION = strategy_section(SELECTORS, "selection", "random")
+_AggregatorSection, _DEFAULT_AGGREGATOR = strategy_section(AGGREGATORS, "aggregator", "fedavg")
+
+
 def _concurrency(value):
     if value in ("cores", "all") or (type(value) is int and value >= 1):
         return value
@@ -103,6 +129,14 @@ class FLConfig(_Strict):
     its executors, ``all`` every executor, or a number. The active executors
     rotate round by round; results do not depend on it (see
     :mod:`hpcbench.fl.emulation`).
+
+    ``selection`` and ``aggregator`` are sections ``{name: NAME, ...}`` with
+    ``NAME`` registered in ``SELECTORS`` / ``AGGREGATORS`` and the other keys
+    those of that class's ``Config`` (``selection: oort`` is short for
+    ``selection: {name: oort}``). The client learning rate decays as
+    FedScale's: ``x decay_factor`` after every ``decay_round`` rounds, never
+    below ``min_learning_rate`` (``decay_factor: 1``, the default, keeps it
+    constant; FedScale uses 0.98).
     """
 
     job_name: str = Field("fl", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
@@ -116,9 +150,11 @@ class FLConfig(_Strict):
     batch_size: int = Field(16, ge=1)
     learning_rate: float = Field(0.05, gt=0, le=100)
     momentum: float = Field(0.0, ge=0, lt=1)
-    selection: Literal["random"] = "random"
-    aggregator: Literal["fedavg"] = "fedavg"
-    server_learning_rate: float = Field(1.0, gt=0, le=100)
+    decay_factor: float = Field(1.0, gt=0, le=1)
+    decay_round: int = Field(10, ge=1, le=1_000_000)
+    min_learning_rate: float = Field(5e-5, ge=0, le=100, allow_inf_nan=False)
+    selection: _SelectionSection = _DEFAULT_SELECTION
+    aggregator: _AggregatorSection = _DEFAULT_AGGREGATOR
     eval_interval: int = Field(5, ge=1)
     executor_concurrency: Annotated[Union[str, int], BeforeValidator(_concurrency)] = "cores"
     target_accuracy: float = Field(0.9, gt=0, le=1)
@@ -132,9 +168,12 @@ class FLConfig(_Strict):
         if self.participants > self.dataset.num_clients and self.dataset.name == "digits":
             raise ValueError(f"participants ({self.participants}) exceeds dataset.num_clients "
                              f"({self.dataset.num_clients})")
-        if (self.dataset.name == "digits") != (self.model.name in ("mlp", "logreg")):
-            raise ValueError(f"model {self.model.name!r} does not fit dataset {self.dataset.name!r}")
-        for name in ("learning_rate", "overcommitment", "server_learning_rate"):
+        model_kind, data_kind = MODELS[self.model.name].input_kind, DATASETS[self.dataset.name].input_kind
+        if model_kind != data_kind:
+            raise ValueError(f"model {self.model.name!r} reads {model_kind} but dataset {self.dataset.name!r} "
+                             f"gives {data_kind}; models for it: "
+                             f"{', '.join(n for n, m in MODELS.items() if m.input_kind == data_kind)}")
+        for name in ("learning_rate", "overcommitment"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")
         return self

@@ -40,9 +40,9 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from hpcbench.fl.output import (CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED,
-                                STATUS_STRAGGLER)
-from hpcbench.fl.training import client_generator, evaluate, train_client
+from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_STRAGGLER, ClientUpdates, RoundFeedback
+from hpcbench.fl.output import CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED
+from hpcbench.fl.training import client_generator, decayed_learning_rate, evaluate, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.lifecycle import fault_point
 from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
@@ -51,7 +51,7 @@ from hpcbench.runtime.wakeup import Waker
 __all__ = ["assign_clients", "Emulation", "Summary"]
 
 _STOP_TAG = 1  # the end of the job; round r uses tags 3r, 3r+1, 3r+2 (r >= 1)
-_META = 4  # num_examples, train_loss, train_wall_s, train_cpu_s
+_META = 6  # num_examples, train_loss, train_wall_s, train_cpu_s, utility, global_loss
 
 
 def assign_clients(client_ids: np.ndarray, work: np.ndarray, executors: list[int]) -> dict[int, np.ndarray]:
@@ -108,7 +108,10 @@ class Emulation:
     model : torch.nn.Module
         Initial global model (identical on every rank).
     clock : hpcbench.fl.clock.VirtualClock
-    aggregator : object with ``aggregate(global, deltas, num_examples, round)``
+        Holds the :class:`hpcbench.fl.contracts.Selector`, which the aggregator
+        rank feeds back every round's per-client outcome.
+    aggregator : hpcbench.fl.contracts.Aggregator
+        Server optimizer (its client-side term, if any, is applied by the executors).
     """
 
     def __init__(self, cfg, comm: MPI.Comm, dataset, model: torch.nn.Module, clock, aggregator) -> None:
@@ -129,6 +132,7 @@ class Emulation:
         self._trained = 0
         self._train_wall = 0.0
         self._sizes = dataset.client_sizes()
+        self._regulariser = aggregator.client_regulariser()
 
     # -- who trains ----------------------------------------------------------------------------
     def _executor_nodes(self) -> list[tuple[list[int], int]]:
@@ -186,15 +190,23 @@ class Emulation:
         deltas = buf[meta_bytes:].view(np.float32).reshape(n, self.num_params)
         return buf, deltas, meta
 
+    def learning_rate(self, round_: int) -> float:
+        """Client learning rate of ``round_`` (FedScale's step decay; see :func:`decayed_learning_rate`)."""
+        cfg = self.cfg
+        return decayed_learning_rate(cfg.learning_rate, round_, cfg.decay_factor, cfg.decay_round,
+                                     cfg.min_learning_rate)
+
     def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
         cfg = self.cfg
         buf, deltas, meta = self._result_block(len(ids))
+        lr = self.learning_rate(round_)
         for i, cid in enumerate(ids):
             res = train_client(self.model, global_flat, self.dataset.shard(int(cid)), cfg.local_steps,
-                               cfg.batch_size, cfg.learning_rate, cfg.momentum,
-                               client_generator(cfg.seed, round_, int(cid)))
+                               cfg.batch_size, lr, cfg.momentum, client_generator(cfg.seed, round_, int(cid)),
+                               self._regulariser, self.aggregator.needs_global_loss)
             deltas[i] = res.delta
-            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s)
+            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
+                       res.global_loss)
             self._train_wall += res.train_wall_s
         self._trained += len(ids)
         return buf, deltas, meta
@@ -312,7 +324,10 @@ class Emulation:
             ids_all, ranks_all = ids_all[order], ranks_all[order]
             deltas_all = np.concatenate([b[1] for b in blocks.values()])[order]
             meta_all = np.concatenate([b[2] for b in blocks.values()])[order]
-            params = self.aggregator.aggregate(params, deltas_all, meta_all[:, 0], round_)
+            updates = ClientUpdates(ids_all, meta_all[:, 0], meta_all[:, 1], meta_all[:, 5],
+                                    self.learning_rate(round_))
+            params = self.aggregator.aggregate(params, deltas_all, updates, round_)
+            utility = self._feedback(round_, timing, ids_all, meta_all)
             weights = meta_all[:, 0]
             train_loss = float(np.dot(weights, meta_all[:, 1]) / weights.sum())
             acc = loss = math.nan
@@ -329,7 +344,7 @@ class Emulation:
             now = time.perf_counter()
             summary.rounds = round_
             if results:
-                self._record(rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all,
+                self._record(rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all, utility,
                              acc, loss, train_loss, now - t0, now - round_t0)
             if progress is not None:
                 progress.update(1)
@@ -345,7 +360,19 @@ class Emulation:
         summary.clients_trained = self._trained
         return summary
 
-    def _record(self, rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all,
+    def _feedback(self, round_: int, timing, ids_all: np.ndarray, meta_all: np.ndarray) -> np.ndarray:
+        """Aggregator: give the selector every selected client's status, duration and utility.
+
+        Returns the utility measured per selected client (NaN where not trained).
+        """
+        utility = np.full(len(timing.client_ids), math.nan)
+        utility[np.searchsorted(timing.client_ids, ids_all)] = meta_all[:, 4]
+        status = np.where(timing.aggregated, STATUS_COMPLETED, STATUS_STRAGGLER)
+        self.clock.selector.feedback(round_, RoundFeedback(
+            timing.client_ids, status, timing.completion_s, utility, self._sizes[timing.client_ids]))
+        return utility
+
+    def _record(self, rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all, utility,
                 acc, loss, train_loss, wall, round_wall) -> None:
         m = len(timing.client_ids)
         rank_of = np.full(m, -1, np.int32)
@@ -362,14 +389,14 @@ class Emulation:
             "status": [STATUS_AGGREGATED if a else STATUS_STRAGGLER for a in timing.aggregated],
             "compute_s": timing.compute_s, "communication_s": timing.communication_s,
             "completion_s": timing.completion_s, "num_examples": self._sizes[timing.client_ids],
-            "train_loss": loss_c, "train_wall_s": wall_c, "train_cpu_s": cpu_c,
+            "train_loss": loss_c, "train_wall_s": wall_c, "train_cpu_s": cpu_c, "utility": utility,
         }, flush=False)
         n_agg = int(timing.aggregated.sum())
         rounds_tab.append({
             "round": round_, "virtual_time_s": timing.end_s, "round_duration_s": timing.end_s - timing.start_s,
             "wall_time_s": wall, "round_wall_s": round_wall, "test_accuracy": acc, "test_loss": loss,
             "train_loss": train_loss, "online": timing.online, "selected": m, "participants": n_agg,
-            "stragglers": m - n_agg,
+            "stragglers": m - n_agg, "learning_rate": self.learning_rate(round_),
         })
 
     def _gather_rank_stats(self, results) -> None:

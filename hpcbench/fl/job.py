@@ -6,11 +6,17 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mpi4py import MPI
 
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job
+
+if TYPE_CHECKING:
+    from hpcbench.fl.clock import VirtualClock
+    from hpcbench.fl.config import FLConfig
+    from hpcbench.fl.contracts import Aggregator, FederatedDataset, FLModel, Selector
 
 __all__ = ["InputError", "Setup", "prepare", "FLJob"]
 
@@ -19,11 +25,12 @@ __all__ = ["InputError", "Setup", "prepare", "FLJob"]
 class Setup:
     """Everything a job needs, built identically on every rank."""
 
-    cfg: object
-    dataset: object
-    model: object
-    clock: object
-    aggregator: object
+    cfg: FLConfig
+    dataset: FederatedDataset
+    model: FLModel
+    clock: VirtualClock
+    selector: Selector
+    aggregator: Aggregator
     model_bytes: int
 
 
@@ -62,7 +69,7 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     import torch
 
     from hpcbench.fl.aggregation import AGGREGATORS
-    from hpcbench.fl.clock import ClientRegistry, VirtualClock
+    from hpcbench.fl.clock import ClientRegistry, VirtualClock, expected_durations
     from hpcbench.fl.data import build_dataset
     from hpcbench.fl.models import build_model
     from hpcbench.fl.selection import SELECTORS
@@ -81,10 +88,14 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
                               len(availability), cfg.seed)
     model = build_model(cfg.model, dataset, cfg.seed)
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes,
-                         SELECTORS[cfg.selection](cfg))
+    work = cfg.local_steps * cfg.batch_size
+    selector = SELECTORS[cfg.selection.name](
+        cfg.selection, cfg.seed, dataset.client_sizes(),
+        expected_durations(registry, device, bandwidth, model_bytes, work, cfg.traces.compute_scale), work)
+    clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector)
     del torch
-    return Setup(cfg, dataset, model, clock, AGGREGATORS[cfg.aggregator](cfg), model_bytes)
+    return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
+                 model_bytes)
 
 
 class FLJob(Job):
@@ -100,7 +111,8 @@ class FLJob(Job):
     description = ("Emulate federated learning on MPI ranks (FedScale design) and write HDF5 results.\n"
                    "Rank 0 aggregates; ranks 1..P-1 execute emulated clients.")
     epilog = ("Every config key can be overridden: --rounds 20 --dataset.alpha 0.1 "
-              "--traces.availability.format none")
+              "--traces.availability.format none; strategies: --selection oort --aggregator fedyogi "
+              "--aggregator.eta 0.01")
 
     def add_arguments(self, parser) -> None:
         from hpcbench.fl.config import flatten_keys
@@ -134,6 +146,7 @@ class FLJob(Job):
                     model_bytes=setup.model_bytes, registered_clients=setup.dataset.num_clients,
                     client_metadata_bytes=setup.dataset.metadata_nbytes() + setup.clock.registry.nbytes(),
                     job_name=cfg.job_name, target_accuracy=cfg.target_accuracy,
+                    selection=cfg.selection.name, aggregator=cfg.aggregator.name,
                     time_to_accuracy_s=math.nan, rounds_to_accuracy=-1)
 
     def run(self, results) -> int:

@@ -22,6 +22,7 @@ ROUND_COLUMNS = [
     Column("selected", "int32", "1", "clients selected (participants x overcommitment, capped by online)"),
     Column("participants", "int32", "1", "clients whose updates were aggregated"),
     Column("stragglers", "int32", "1", "selected clients dropped for finishing after the participants-th"),
+    Column("learning_rate", "float64", "1", "client learning rate of the round (after decay)"),
 ]
 
 CLIENT_COLUMNS = [
@@ -36,6 +37,8 @@ CLIENT_COLUMNS = [
     Column("train_loss", "float64", "nat", "mean local training loss (NaN for stragglers)"),
     Column("train_wall_s", "float64", "s", "wall-clock seconds the executor spent training this client"),
     Column("train_cpu_s", "float64", "s", "process CPU seconds the executor spent training this client"),
+    Column("utility", "float64", "1", "statistical utility |B| sqrt(mean squared per-example loss) measured "
+                                      "in local training and fed back to the selector (NaN: not trained)"),
 ]
 
 RANK_COLUMNS = [

@@ -12,7 +12,7 @@ import torch
 from hpcbench.fl.data.base import ClientShard
 from hpcbench.fl.models import load_flat_parameters
 
-__all__ = ["LocalResult", "train_client", "evaluate", "client_generator"]
+__all__ = ["LocalResult", "train_client", "local_loss", "evaluate", "client_generator", "decayed_learning_rate"]
 
 
 @dataclass
@@ -26,7 +26,17 @@ class LocalResult:
     num_examples : int
         Local dataset size (FedAvg weight).
     train_loss : float
-        Mean training loss over the local steps.
+        Mean training loss over the local steps (without any regulariser).
+    utility : float
+        Oort's statistical utility ``|B| sqrt(mean of squared per-example losses)``
+        (Lai et al., OSDI 2021, sec. 4.2), with the mean over every example of
+        every local step and ``|B| = min(num_examples, local_steps * batch_size)``
+        the distinct examples trained on, as FedScale's ``trained_unique_samples``.
+        FedScale's executor squares only its last minibatch's losses; this is
+        the paper's definition over the whole local training.
+    global_loss : float
+        Mean loss of the global model on the local data before training
+        (``F_k`` of q-FedAvg), or NaN when not asked for.
     train_wall_s, train_cpu_s : float
         Wall-clock and process CPU seconds spent training on this rank.
     """
@@ -34,8 +44,37 @@ class LocalResult:
     delta: np.ndarray
     num_examples: int
     train_loss: float
+    utility: float
+    global_loss: float
     train_wall_s: float
     train_cpu_s: float
+
+
+def decayed_learning_rate(learning_rate: float, round_: int, factor: float, every: int, floor: float) -> float:
+    """Client learning rate of round ``round_`` (from 1) under FedScale's step decay.
+
+    ``lr * factor^k`` with ``k = (round_ - 1) // every`` (FedScale multiplies
+    by ``decay_factor`` after every ``decay_round``-th round), never below
+    ``floor`` and never above ``learning_rate`` (a ``floor`` above the initial
+    rate does not raise it). ``factor == 1`` returns ``learning_rate`` exactly.
+    """
+    k = (round_ - 1) // every
+    if factor == 1.0 or k == 0:
+        return learning_rate
+    return min(learning_rate, max(learning_rate * factor ** k, floor))
+
+
+@torch.no_grad()
+def local_loss(model: torch.nn.Module, global_flat: torch.Tensor, shard: ClientShard,
+               batch_size: int = 512) -> float:
+    """Mean per-example loss of ``global_flat`` over all of ``shard``'s local examples (``F_k(w)``)."""
+    load_flat_parameters(model, global_flat)
+    model.eval()
+    total = 0.0
+    for lo in range(0, shard.num_examples, batch_size):
+        x, y = shard.batch(torch.arange(lo, min(lo + batch_size, shard.num_examples)))
+        total += float(model.sample_losses(model(x), y).double().sum())
+    return total / shard.num_examples
 
 
 def client_generator(seed: int, round_: int, client_id: int) -> torch.Generator:
@@ -46,11 +85,16 @@ def client_generator(seed: int, round_: int, client_id: int) -> torch.Generator:
 
 def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: ClientShard,
                  local_steps: int, batch_size: int, learning_rate: float, momentum: float,
-                 generator: torch.Generator) -> LocalResult:
+                 generator: torch.Generator, regulariser=None, global_loss: bool = False) -> LocalResult:
     """Run ``local_steps`` steps of mini-batch SGD from the global model on one client.
 
     Mini-batches of ``min(batch_size, num_examples)`` examples walk through
-    shuffled passes over the local data (reshuffled when exhausted).
+    shuffled passes over the local data (reshuffled when exhausted). Each step
+    minimises ``model.loss`` plus, when given, ``regulariser(params,
+    global_params)`` (the server optimizer's client-side term, e.g. FedProx's
+    proximal term; see :meth:`hpcbench.fl.contracts.Aggregator.client_regulariser`).
+    The per-example losses of every step give the statistical utility
+    (:class:`LocalResult`).
 
     Parameters
     ----------
@@ -62,17 +106,25 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
     learning_rate, momentum : float
     generator : torch.Generator
         Source of the shuffles (see :func:`client_generator`).
+    regulariser : callable, optional
+        ``term(params, global_params) -> 0-d tensor``.
+    global_loss : bool
+        Also measure the global model's mean loss on the local data (:func:`local_loss`).
     """
     wall0, cpu0 = time.perf_counter(), time.process_time()
+    f_global = local_loss(model, global_flat, shard) if global_loss else math.nan
     load_flat_parameters(model, global_flat)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    anchor = [p.detach().clone() for p in params] if regulariser is not None else None
     velocity = [torch.zeros_like(p) for p in params] if momentum else None
     n = shard.num_examples
     bs = min(batch_size, n)
     perm = torch.randperm(n, generator=generator)
     pos = 0
     total = 0.0
+    squares = 0.0
+    seen = 0
     for _ in range(local_steps):
         if pos + bs > n:
             perm = torch.randperm(n, generator=generator)
@@ -81,13 +133,20 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
         pos += bs
         for p in params:
             p.grad = None
-        loss = model.loss(model(x), y)
-        loss.backward()
+        logits = model(x)
+        loss = model.loss(logits, y)
+        objective = loss if regulariser is None else loss + regulariser(params, anchor)
+        objective.backward()
         _sgd_step(params, velocity, learning_rate, momentum)
         total += float(loss.detach())
+        with torch.no_grad():
+            squares += float(model.sample_losses(logits.detach(), y).double().pow(2).sum())
+        seen += len(y)
     with torch.no_grad():
         delta = (torch.nn.utils.parameters_to_vector(model.parameters()) - global_flat).numpy().copy()
-    return LocalResult(delta, n, total / local_steps, time.perf_counter() - wall0, time.process_time() - cpu0)
+    utility = min(n, local_steps * batch_size) * math.sqrt(squares / seen)
+    return LocalResult(delta, n, total / local_steps, utility, f_global, time.perf_counter() - wall0,
+                       time.process_time() - cpu0)
 
 
 @torch.no_grad()

@@ -12,6 +12,7 @@ a huge or alias-expanded input never floods the terminal.
 from __future__ import annotations
 
 import textwrap
+import typing
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -53,15 +54,42 @@ def short_repr(value: Any, limit: int = _MAX_SHOWN) -> str:
     return text
 
 
-def flatten_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
-    """Every leaf key of a config model, dotted (``dataset.alpha``...)."""
+def _sections(ann: Any) -> list[type[BaseModel]]:
+    """The models a field holds: ``[ann]`` for a section, its members for a union of sections, else []."""
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return [ann]
+    members = typing.get_args(ann) if typing.get_origin(ann) is typing.Union else ()
+    if members and all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
+        return list(members)
+    return []
+
+
+def _chosen_sections(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Dotted keys of the fields holding one of several sections, chosen by their ``name``."""
     keys = []
     for name, field in model.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            keys += flatten_keys(ann, prefix + name + ".")
-        else:
+        sections = _sections(field.annotation)
+        if len(sections) > 1:
             keys.append(prefix + name)
+        elif sections:
+            keys += _chosen_sections(sections[0], prefix + name + ".")
+    return keys
+
+
+def flatten_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every leaf key of a config model, dotted (``dataset.alpha``...).
+
+    A field holding one of several sections (a strategy chosen by ``name``)
+    contributes itself (``--selection oort`` replaces the whole section) and
+    the keys of all of them, each once.
+    """
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        sections = _sections(field.annotation)
+        if len(sections) != 1:
+            keys.append(prefix + name)
+        for section in sections:
+            keys += [k for k in flatten_keys(section, prefix + name + ".") if k not in keys]
     return keys
 
 
@@ -69,9 +97,15 @@ def keys_help(model: type[BaseModel], prefix: str = "") -> str:
     """One line per leaf key: ``--key (default VALUE)  description``, from the model itself."""
     lines = []
     for name, field in model.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            lines.append(keys_help(ann, prefix + name + "."))
+        sections = _sections(field.annotation)
+        if len(sections) == 1:
+            lines.append(keys_help(sections[0], prefix + name + "."))
+            continue
+        if sections:  # one of several sections, by name: list each one's own keys under it
+            for section in sections:
+                tag = section.model_fields["name"].default if "name" in section.model_fields else ""
+                lines.append(f"  {prefix}{name}: {{name: {tag}}}")
+                lines.append(keys_help(section, f"{prefix}{name}."))
             continue
         default = field.get_default(call_default_factory=True)
         if isinstance(default, BaseModel):  # a section given as a union default
@@ -174,13 +208,17 @@ def load_config(model: type[BaseModel], path: str | Path | None = None,
     if path is not None:
         raw.update(_read_yaml(Path(path), source))
     known = set(flatten_keys(model))
-    for key, text in (overrides or {}).items():
+    chosen = set(_chosen_sections(model))
+    # a whole section before its keys, whatever the order on the command line
+    for key, text in sorted((overrides or {}).items(), key=lambda kv: kv[0].count(".")):
         if key not in known:
             raise ConfigError(f"command line: unknown key {key!r} (value {short_repr(text)})")
         try:
             value = yaml.safe_load(text) if text != "" else ""
         except yaml.YAMLError:
             value = text
+        if key in chosen and isinstance(value, str):
+            value = {"name": value}  # --selection oort: a new section, to which --selection.KEY may add
         _set_dotted(raw, key, value)
     try:
         return model.model_validate(raw)

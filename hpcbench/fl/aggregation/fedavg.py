@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
+
+from hpcbench.fl.contracts import Aggregator, ClientUpdates, StrategyConfig
 
 __all__ = ["weighted_average", "FedAvg"]
 
@@ -43,25 +46,27 @@ def weighted_average(deltas: np.ndarray, num_examples: np.ndarray) -> np.ndarray
     return out
 
 
-class FedAvg:
+class FedAvg(Aggregator):
     """FedAvg server update: ``w <- w + eta_s * sum_k (n_k / n) * delta_k``.
 
     With server learning rate ``eta_s = 1`` (the default) this is McMahan et
     al.'s FedAvg, "Communication-Efficient Learning of Deep Networks from
     Decentralized Data" (AISTATS 2017): the example-weighted mean of the
-    clients' local models.
+    clients' local models. FedScale's aggregator takes the unweighted mean of
+    the updates instead; hpcbench keeps the paper's weighting.
 
     Parameters
     ----------
-    cfg : hpcbench.fl.config.FLConfig
-        Uses ``server_learning_rate``.
+    config : FedAvg.Config
     """
 
-    def __init__(self, cfg) -> None:
-        self.server_learning_rate = float(cfg.server_learning_rate)
+    class Config(StrategyConfig):
+        """FedAvg: ``server_learning_rate`` scales the averaged update (1 = plain FedAvg)."""
 
-    def aggregate(self, global_params: np.ndarray, deltas: np.ndarray, num_examples: np.ndarray,
+        server_learning_rate: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
+
+    def aggregate(self, global_params: np.ndarray, deltas: np.ndarray, updates: ClientUpdates,
                   round_: int) -> np.ndarray:
         """New global parameters (float32, shape (P,)) from the round's client updates."""
-        update = weighted_average(deltas, num_examples)
-        return (global_params.astype(np.float64) + self.server_learning_rate * update).astype(np.float32)
+        update = weighted_average(deltas, updates.num_examples)
+        return (global_params.astype(np.float64) + self.config.server_learning_rate * update).astype(np.float32)

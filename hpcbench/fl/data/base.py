@@ -46,6 +46,9 @@ class FederatedDataset(ABC):
 
     name: str
     num_classes: int
+    #: what a model must read: ``features`` (float vectors) or ``tokens`` (int64 sequences);
+    #: a model fits a dataset when their ``input_kind`` agree (:class:`hpcbench.fl.contracts.FLModel`)
+    input_kind: str
 
     @property
     @abstractmethod

@@ -29,6 +29,7 @@ class DigitsDataset(FederatedDataset):
 
     name = "digits"
     num_classes = 10
+    input_kind = "features"
 
     @staticmethod
     def load_inputs(cfg, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -65,6 +65,7 @@ class ShakespeareDataset(FederatedDataset):
     """
 
     name = "shakespeare"
+    input_kind = "tokens"
 
     def __init__(self, cfg, seed: int, path: str | Path | None = None) -> None:
         if path is None:

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
+from hpcbench.fl.contracts import FLModel
 from hpcbench.fl.models.charlstm import CharLSTM
+from hpcbench.fl.models.logreg import LogReg
 from hpcbench.fl.models.mlp import MLP
 
 __all__ = ["MODELS", "build_model", "flat_parameters", "load_flat_parameters"]
 
-#: model name -> builder ``(ModelConfig, dataset) -> torch.nn.Module``
-MODELS: dict[str, Callable] = {
-    "mlp": lambda cfg, ds: MLP(ds.num_features, cfg.hidden, ds.num_classes),
-    "logreg": lambda cfg, ds: MLP(ds.num_features, 0, ds.num_classes),
-    "charlstm": lambda cfg, ds: CharLSTM(ds.num_classes, cfg.embedding, cfg.hidden, cfg.layers),
+#: model name -> :class:`hpcbench.fl.contracts.FLModel` class (``build(ModelConfig, dataset)``)
+MODELS: dict[str, type[FLModel]] = {
+    "mlp": MLP,
+    "logreg": LogReg,
+    "charlstm": CharLSTM,
 }
 
 
-def build_model(cfg, dataset, seed: int) -> torch.nn.Module:
+def build_model(cfg, dataset, seed: int) -> FLModel:
     """Build model ``cfg.name`` for ``dataset`` with parameters initialised from ``seed``."""
     torch.manual_seed(seed)
-    return MODELS[cfg.name](cfg, dataset)
+    return MODELS[cfg.name].build(cfg, dataset)
 
 
 def flat_parameters(model: torch.nn.Module) -> torch.Tensor:

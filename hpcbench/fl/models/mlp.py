@@ -5,14 +5,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from hpcbench.fl.contracts import FLModel
+
 __all__ = ["MLP"]
 
 
-class MLP(nn.Module):
+class MLP(nn.Module, FLModel):
     """``in_features -> hidden (ReLU) -> num_classes``; logistic regression when ``hidden == 0``.
 
     Input float32 of shape (B, in_features); output logits of shape (B, num_classes).
     """
+
+    input_kind = "features"
 
     def __init__(self, in_features: int, hidden: int, num_classes: int) -> None:
         super().__init__()
@@ -21,6 +25,11 @@ class MLP(nn.Module):
         else:
             self.net = nn.Linear(in_features, num_classes)
 
+    @classmethod
+    def build(cls, cfg, dataset) -> "MLP":
+        """``model.hidden`` units between the dataset's features and classes."""
+        return cls(dataset.num_features, cfg.hidden, dataset.num_classes)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
@@ -28,3 +37,8 @@ class MLP(nn.Module):
     def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy."""
         return nn.functional.cross_entropy(logits, targets)
+
+    @staticmethod
+    def sample_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of each example, shape (B,)."""
+        return nn.functional.cross_entropy(logits, targets, reduction="none")

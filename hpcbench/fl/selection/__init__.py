@@ -1,10 +1,12 @@
-"""Participant selection; a registry maps ``selection`` to a class."""
+"""Participant selection; ``SELECTORS`` maps the config's ``selection.name`` to a class."""
 
+from hpcbench.fl.selection.oort import Oort
 from hpcbench.fl.selection.random import RandomSelector
 
-__all__ = ["SELECTORS", "RandomSelector"]
+__all__ = ["SELECTORS", "RandomSelector", "Oort"]
 
-#: selector name -> class constructed with the job's FLConfig
+#: selector name -> :class:`hpcbench.fl.contracts.Selector` subclass, built from its own config section
 SELECTORS = {
     "random": RandomSelector,
+    "oort": Oort,
 }

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcbench.fl.contracts import Selector
+
 __all__ = ["RandomSelector"]
 
 
-class RandomSelector:
+class RandomSelector(Selector):
     """Pick participants uniformly at random, without replacement, among online clients.
 
-    The draw uses a generator seeded from ``(seed, round)``, so every rank
-    makes the same choice without communicating.
-
-    Parameters
-    ----------
-    cfg : hpcbench.fl.config.FLConfig
-        Uses ``seed``.
+    The draw uses a generator seeded from ``(seed, round)``, so the choice is
+    reproducible and independent of the world size. Feedback is ignored.
     """
-
-    def __init__(self, cfg) -> None:
-        self.seed = int(cfg.seed)
 
     def select(self, round_: int, online: np.ndarray, count: int) -> np.ndarray:
         """Up to ``count`` distinct client ids from ``online`` (int64, sorted ascending)."""
@@ -28,6 +22,3 @@ class RandomSelector:
         if count >= len(online):
             return np.sort(online.astype(np.int64))
         return np.sort(rng.choice(online, size=count, replace=False).astype(np.int64))
-
-    def feedback(self, round_: int, client_ids: np.ndarray, **stats) -> None:
-        """Per-client results of a round (unused by random selection; Oort uses them)."""
