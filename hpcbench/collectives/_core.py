@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 from hpcbench.collectives.tags import MIN_TAG_UB, TagSpace
 from hpcbench.collectives.transport import P2PRequest, Transport
+from hpcbench.collectives.waiting import TwoPhaseBackoff
 from hpcbench.runtime.wait import Backoff
 
 try:  # torch is a dependency of the suite, but keep numpy-only use possible
@@ -22,17 +23,13 @@ except ImportError:  # pragma: no cover
     torch = None
 
 __all__ = ["DTYPES", "OPS", "Work", "Reducer", "reducer", "Context", "context_for",
-           "partition", "run_inline", "inline_backoff", "SPIN", "SPIN_S"]
+           "partition", "run_inline", "inline_backoff"]
 
 #: supported element types (name -> numpy dtype used to move the bytes)
 DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
           "int64": np.dtype(np.int64), "bfloat16": np.dtype(np.int16)}
 #: supported reduction operations
 OPS = ("sum", "avg", "max", "min")
-#: polls made back to back before a waiting caller starts to sleep
-SPIN = 200
-#: longest a blocking call polls back to back before it starts to sleep, in seconds
-SPIN_S = 2e-4
 
 _NP_KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
             np.dtype(np.int64): "int64"}
@@ -265,10 +262,11 @@ def scratch_view(buf: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
 
 
 def inline_backoff() -> Backoff:
-    """Wait schedule of blocking calls: polls back to back for at most :data:`SPIN_S`
-    (a bounded spin, so that a reply that comes within microseconds is seen at once),
-    then sleeps from 20 us doubling to 1 ms (an oversubscribed rank costs no CPU)."""
-    return Backoff(spin=0, spin_s=SPIN_S, first_s=2e-5, max_s=1e-3)
+    """Wait schedule of blocking calls and of ``Request.wait``: polls, yielding the core
+    between polls, for as long as a sleep is measured to cost on this node (two-phase
+    waiting, :mod:`hpcbench.collectives.waiting`), then sleeps from 20 us doubling to
+    1 ms (an oversubscribed rank that waits long costs no CPU)."""
+    return TwoPhaseBackoff(first_s=2e-5, max_s=1e-3)
 
 
 def wait_inline(req, bo: Backoff) -> None:
@@ -288,7 +286,7 @@ def run_inline(gen, backoff: Backoff | None = None) -> None:
     """Drive an algorithm generator to completion in the calling thread.
 
     The generator yields lists of :class:`P2PRequest`; each list is waited
-    for (:func:`inline_backoff`: bounded spin, then growing sleeps) before
+    for (:func:`inline_backoff`: spin for the cost of a sleep, then growing sleeps) before
     the generator resumes.
     """
     bo = backoff or inline_backoff()

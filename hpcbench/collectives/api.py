@@ -220,8 +220,7 @@ def _allreduce_inline(x, out, op, algorithm, comm, transport, name):
     (:func:`hpcbench.collectives.algorithms.register_inline`); ``None`` when the call
     does not qualify (then the generator runs, and reports any bad argument)."""
     dt = x.dtype
-    if dt not in _INLINE_DTYPES or not x.flags.c_contiguous or x.size == 0 \
-            or x.nbytes >= CROSSOVER["small"]:
+    if dt not in _INLINE_DTYPES or not x.flags.c_contiguous or x.size == 0:
         return None
     uf = _INLINE_UFUNC.get(op)
     if uf is None:

@@ -58,7 +58,7 @@ class Request:
         The output object (valid once complete).
     """
 
-    __slots__ = ("name", "result", "_gen", "_pending", "_done", "_exc", "_event")
+    __slots__ = ("name", "result", "_gen", "_pending", "_done", "_exc", "_event", "_lock")
 
     def __init__(self, gen, result: Any, name: str | None) -> None:
         self.name = name
@@ -68,6 +68,8 @@ class Request:
         self._done = False
         self._exc: BaseException | None = None
         self._event = threading.Event()
+        #: held by the thread advancing the generator (the progress thread, or a caller in wait())
+        self._lock = threading.Lock()
 
     # -- driven by exactly one thread at a time ---------------------------------
     def _advance(self) -> bool:
@@ -114,19 +116,30 @@ class Request:
             Whatever the operation raised while it progressed.
         """
         if not self._done:
-            if _ENGINE.mode == "thread" and _ENGINE.owns(self):
-                self._event.wait()
-            else:
-                bo = inline_backoff()
-                while not self._advance_or_done():
+            bo = inline_backoff()
+            while not self._done:
+                if self._try_advance():
+                    bo.reset()
+                else:
                     bo.pause()
         if self._exc is not None:
             raise self._exc
         return self.result
 
-    def _advance_or_done(self) -> bool:
-        self._advance()
-        return self._done
+    def _try_advance(self) -> bool:
+        """Advance unless another thread is advancing this request; True if anything moved.
+
+        A caller in :meth:`wait` drives its request itself (and waits with the
+        two-phase schedule of :func:`~hpcbench.collectives._core.inline_backoff`)
+        instead of sleeping on the progress thread: a wake-up through another
+        thread costs a trip through the scheduler, a time slice on a loaded node.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._advance()
+        finally:
+            self._lock.release()
 
     @staticmethod
     def waitall(requests: Sequence["Request"]) -> list:
@@ -180,10 +193,10 @@ class _Engine:
                 self._new.clear()
             moved = False
             for req in active:
-                if req._advance():
+                if req._try_advance():
                     moved = True
-            if moved:
-                done = [r for r in active if r._done]
+            done = [r for r in active if r._done]      # also those finished by a caller in wait()
+            if moved or done:
                 if done:
                     active = [r for r in active if not r._done]
                     with self._cv:
@@ -212,14 +225,19 @@ def _earliest_wake(active: list[Request]) -> float | None:
     wake = None
     now = time.monotonic()
     for req in active:
-        for q in req._pending:
-            if q.test():
-                return None         # something can move now
-            t = not_before(q, now)
-            if t is None:
-                return None
-            if wake is None or t < wake:
-                wake = t
+        if not req._lock.acquire(blocking=False):
+            return None             # a caller in wait() is driving it: keep polling
+        try:
+            for q in req._pending:
+                if q.test():
+                    return None     # something can move now
+                t = not_before(q, now)
+                if t is None:
+                    return None
+                if wake is None or t < wake:
+                    wake = t
+        finally:
+            req._lock.release()
     return wake
 
 
