@@ -23,6 +23,13 @@ ufuncs release the GIL, so the thread runs concurrently with compute. Where the
 MPI library provides less than ``MPI_THREAD_MULTIPLE``, or with the environment
 variable ``HPCBENCH_PROGRESS=test``, the engine falls back to progress inside
 ``test()``/``wait()`` only.
+
+A caller in ``wait()`` does not sleep until the thread is done: it takes the
+request's lock and drives the generator itself, waiting like a blocking call
+(:func:`~hpcbench.collectives._core.inline_backoff`), while the thread skips
+that request. Handing the last steps of a small allreduce to another thread
+and sleeping on an event cost a scheduler round trip per wake-up, a time
+slice on a loaded node.
 """
 
 from __future__ import annotations
@@ -117,11 +124,12 @@ class Request:
         """
         if not self._done:
             bo = inline_backoff()
-            while not self._done:
-                if self._try_advance():
-                    bo.reset()
-                else:
-                    bo.pause()
+            with self._lock:        # the progress thread leaves this request alone meanwhile
+                while not self._done:
+                    if self._advance():
+                        bo.reset()
+                    else:
+                        bo.pause()
         if self._exc is not None:
             raise self._exc
         return self.result
@@ -129,9 +137,10 @@ class Request:
     def _try_advance(self) -> bool:
         """Advance unless another thread is advancing this request; True if anything moved.
 
-        A caller in :meth:`wait` drives its request itself (and waits with the
-        two-phase schedule of :func:`~hpcbench.collectives._core.inline_backoff`)
-        instead of sleeping on the progress thread: a wake-up through another
+        A caller in :meth:`wait` holds the lock and drives its request itself
+        (waiting with the two-phase schedule of
+        :func:`~hpcbench.collectives._core.inline_backoff`) instead of sleeping
+        until the progress thread completes it: a wake-up through another
         thread costs a trip through the scheduler, a time slice on a loaded node.
         """
         if not self._lock.acquire(blocking=False):

@@ -20,14 +20,13 @@ average of its wall duration, :data:`SLEEP_COST`, is the spin budget, bounded
 to ``[SPIN_MIN_S, SPIN_MAX_S]``. On an idle node a sleep costs ~60-80 us and
 ranks spin about that long; on a loaded one they spin up to 2 ms, and waits
 longer than that still sleep (growing to ``max_s``), so an oversubscribed
-rank that waits long costs no CPU. While spinning a rank calls
-``sched_yield`` between polls, so a peer or another job that shares its core
-runs first.
+rank that waits long costs no CPU. The spin does not call ``sched_yield``:
+on a node shared with other jobs a yield hands the core to another process
+for its whole time slice, which costs as much as the sleep it was to avoid.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 from hpcbench.runtime.wait import Backoff
@@ -36,9 +35,6 @@ __all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX
 
 #: shortest and longest spin budget of a wait, in seconds
 SPIN_MIN_S, SPIN_MAX_S = 5e-5, 2e-3
-
-_yield = getattr(os, "sched_yield", lambda: None)
-
 
 class SleepCost:
     """Moving average of the wall time a short sleep really takes on this node.
@@ -87,8 +83,8 @@ SLEEP_COST = SleepCost()
 
 
 class TwoPhaseBackoff(Backoff):
-    """A :class:`~hpcbench.runtime.wait.Backoff` that spins (yielding) for the measured
-    cost of a sleep, then sleeps from ``first_s`` doubling to ``max_s``.
+    """A :class:`~hpcbench.runtime.wait.Backoff` that spins for the measured cost of a
+    sleep, then sleeps from ``first_s`` doubling to ``max_s``.
 
     Parameters
     ----------
@@ -111,12 +107,11 @@ class TwoPhaseBackoff(Backoff):
         self._spin_until = None
 
     def pause(self) -> None:
-        """Yield while within the spin budget of this wait; then sleep (timing the first sleep)."""
+        """Return at once within the spin budget of this wait; then sleep (timing the first sleep)."""
         now = time.perf_counter()
         if self._spin_until is None:
             self._spin_until = now + self._cost.spin_budget()
         if now < self._spin_until:
-            _yield()
             return
         if self._sleep_s == self.first_s:
             self._cost.sleep(self._sleep_s)
