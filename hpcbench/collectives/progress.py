@@ -44,7 +44,11 @@ from mpi4py import MPI
 from hpcbench.collectives._core import inline_backoff, not_before
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["Request", "progress_mode"]
+__all__ = ["Request", "progress_mode", "DORMANT_S"]
+
+#: longest the progress thread stays asleep while every request it holds is driven by a
+#: caller in ``wait()`` (it wakes at once for a new submission), in seconds
+DORMANT_S = 0.01
 
 
 def progress_mode() -> str:
@@ -65,7 +69,7 @@ class Request:
         The output object (valid once complete).
     """
 
-    __slots__ = ("name", "result", "_gen", "_pending", "_done", "_exc", "_event", "_lock")
+    __slots__ = ("name", "result", "_gen", "_pending", "_done", "_exc", "_lock")
 
     def __init__(self, gen, result: Any, name: str | None) -> None:
         self.name = name
@@ -74,7 +78,6 @@ class Request:
         self._pending: list = []
         self._done = False
         self._exc: BaseException | None = None
-        self._event = threading.Event()
         #: held by the thread advancing the generator (the progress thread, or a caller in wait())
         self._lock = threading.Lock()
 
@@ -100,7 +103,6 @@ class Request:
         self._pending = []
         self._gen = None
         self._done = True
-        self._event.set()
 
     # -- public ------------------------------------------------------------------
     def test(self) -> bool:
@@ -174,9 +176,6 @@ class _Engine:
         self._owned: set[int] = set()
         self._thread: threading.Thread | None = None
 
-    def owns(self, req: Request) -> bool:
-        return id(req) in self._owned
-
     def submit(self, req: Request) -> None:
         """Start ``req`` in the caller's thread, then leave it to the progress thread."""
         req._advance()
@@ -201,8 +200,11 @@ class _Engine:
                 active.extend(self._new)
                 self._new.clear()
             moved = False
+            held = 0
             for req in active:
-                if req._try_advance():
+                if req._lock.locked():
+                    held += 1                           # a caller in wait() drives it
+                elif req._try_advance():
                     moved = True
             done = [r for r in active if r._done]      # also those finished by a caller in wait()
             if moved or done:
@@ -212,6 +214,13 @@ class _Engine:
                         for r in done:
                             self._owned.discard(id(r))
                 bo.reset()
+            elif held == len(active):
+                # every request is driven by its waiting caller: stay off the GIL (each
+                # wake-up here would take it from them) until a new submission or, at
+                # the latest, DORMANT_S later to drop the finished ones
+                with self._cv:
+                    if not self._new:
+                        self._cv.wait(DORMANT_S)
             else:
                 wake = _earliest_wake(active)
                 if wake is None:
