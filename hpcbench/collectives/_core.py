@@ -318,8 +318,9 @@ def is_inplace(src: np.ndarray, dst: np.ndarray) -> bool:
     """True when ``src`` and ``dst`` are the same memory."""
     if src is dst:
         return True
-    return (src.size == dst.size and src.size > 0 and
-            src.__array_interface__["data"][0] == dst.__array_interface__["data"][0])
+    if src.size != dst.size or src.size == 0 or not np.may_share_memory(src, dst):
+        return False        # the common out-of-place case, without building interface dicts
+    return src.__array_interface__["data"][0] == dst.__array_interface__["data"][0]
 
 
 def start_allreduce(tr, src: np.ndarray, dst: np.ndarray, red) -> bool:
