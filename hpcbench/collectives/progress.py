@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from hpcbench.collectives._core import inline_backoff, not_before
+from hpcbench.collectives._core import inline_backoff, next_poll
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["Request", "progress_mode", "DORMANT_S"]
@@ -249,7 +249,7 @@ def _earliest_wake(active: list[Request]) -> float | None:
             for q in req._pending:
                 if q.test():
                     return None     # something can move now
-                t = not_before(q, now)
+                t = next_poll(q, now)
                 if t is None:
                     return None
                 if wake is None or t < wake:

@@ -114,8 +114,7 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
             else:
                 rq = tr.irecv(tmp, peer, tag)
                 sq = tr.isend(send, peer, tag)
-                wait_inline(rq, bo)
-                wait_inline(sq, bo)
+                wait_inline((rq, sq), bo)
             if r & d:                   # lower rank's operand first, as the generator
                 uf(tmp, send, out=dst)
             else:
