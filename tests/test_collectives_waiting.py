@@ -39,3 +39,35 @@ def test_spins_for_the_budget_then_sleeps_growing(monkeypatch):
     bo.reset()
     bo.pause()
     assert len(slept) == 4                            # spinning again after a reset
+
+
+class _Req:
+    """A pending request stand-in: completes at its ``done_at``-th test; a link-model-like
+    bound ``not_before = now + bound`` and ``ready_at`` (None: receive without its header)."""
+
+    def __init__(self, done_at, bound=None, ready_at=0.0):
+        self.tests, self.done_at, self.bound, self.ready_at = 0, done_at, bound, ready_at
+
+    def test(self):
+        self.tests += 1
+        return self.tests >= self.done_at
+
+    def not_before(self, now):
+        return None if self.bound is None else now + self.bound
+
+
+def test_wait_inline_polls_every_request_and_wakes_half_way(monkeypatch):
+    """A receive still missing its arrival header sleeps half its bound, and the step's
+    send is polled on every pass (its own queued header must leave)."""
+    from hpcbench.collectives import _core
+
+    slept = []
+    monkeypatch.setattr(_core.time, "sleep", slept.append)
+    recv = _Req(done_at=3, bound=10.0, ready_at=None)
+    send = _Req(done_at=3, bound=4.0)
+    _core.wait_inline([recv, send], TwoPhaseBackoff(cost=SleepCost()))
+    assert send.tests >= 2 and recv.tests >= 3
+    assert slept and slept[0] == pytest.approx(4.0, abs=1e-3)   # the earlier of 10/2 and 4
+    recv2 = _Req(done_at=2, bound=10.0, ready_at=None)
+    _core.wait_inline([recv2], TwoPhaseBackoff(cost=SleepCost()))
+    assert slept[-1] == pytest.approx(5.0, abs=1e-3)
