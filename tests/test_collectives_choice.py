@@ -19,8 +19,10 @@ def test_small_buffers_take_recursive_doubling_or_tree():
 
 def test_ring_needs_larger_buffers_on_more_ranks():
     m = CROSSOVER["medium"]
-    assert choose_algorithm(m, 2) == "ring"
-    assert choose_algorithm(m - 1, 2) == "rabenseifner"
+    assert choose_algorithm(2 * m, 4) == "ring"
+    assert choose_algorithm(2 * m - 1, 4) == "rabenseifner"
+    # at 2 ranks ring and Rabenseifner send the same messages: always the ring
+    assert choose_algorithm(CROSSOVER["small"], 2) == "ring"
     # the same 1 MiB buffer: ring on 2 ranks (512 KiB blocks), Rabenseifner on 16 (64 KiB)
     assert choose_algorithm(1 << 20, 2) == "ring"
     assert choose_algorithm(1 << 20, 16) == "rabenseifner"
@@ -38,9 +40,10 @@ def test_choose_algorithm_rejects_bad_sizes():
         choose_algorithm(-1, 2)
 
 
-def test_only_recursive_doubling_has_an_inline_form():
+def test_inline_forms():
     assert get("recursive_doubling").inline is not None
-    assert get("ring").inline is None
+    assert get("ring").inline is not None
+    assert get("rabenseifner").inline is None
 
 
 def test_backoff_spin_is_bounded_in_time_then_sleeps():

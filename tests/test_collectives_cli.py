@@ -57,6 +57,22 @@ def test_bench_cli_tiny_sweep(tmp_path):
     assert text.count("# Check:") == 1
 
 
+@pytest.mark.mpi
+def test_bench_cli_nonblocking(tmp_path):
+    """``--nonblocking``: the custom algorithms run as iallreduce(...).wait(), checked."""
+    from hpcbench.results import read_attrs, read_table
+
+    out = tmp_path / "nb.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.collectives.bench", "-b", "1K", "-e", "64K", "-f", "8",
+                       "-n", "5", "-w", "1", "-a", "ring,auto,mpi", "--nonblocking",
+                       "--output", str(out)], timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "custom=nonblocking+wait" in proc.stdout and "# Check: OK" in proc.stdout
+    rows = read_table(out, "results")
+    assert set(rows["impl"]) == {"ring", "auto", "mpi"} and (rows["wrong"] == 0).all()
+    assert read_attrs(out)["status"] == "completed"
+
+
 @pytest.mark.skipif(not REQUIRE_HOROVOD, reason="HPCBENCH_REQUIRE_HOROVOD not set")
 def test_horovod_required_and_importable():
     """Fail fast, with the import error, when CI requires Horovod and it does not import."""

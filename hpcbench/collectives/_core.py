@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 from hpcbench.collectives.tags import MIN_TAG_UB, TagSpace
 from hpcbench.collectives.transport import P2PRequest, Transport
+from hpcbench.collectives.waiting import TwoPhaseBackoff
 from hpcbench.runtime.wait import Backoff
 
 try:  # torch is a dependency of the suite, but keep numpy-only use possible
@@ -22,17 +23,13 @@ except ImportError:  # pragma: no cover
     torch = None
 
 __all__ = ["DTYPES", "OPS", "Work", "Reducer", "reducer", "Context", "context_for",
-           "partition", "run_inline", "inline_backoff", "SPIN", "SPIN_S"]
+           "partition", "run_inline", "inline_backoff"]
 
 #: supported element types (name -> numpy dtype used to move the bytes)
 DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
           "int64": np.dtype(np.int64), "bfloat16": np.dtype(np.int16)}
 #: supported reduction operations
 OPS = ("sum", "avg", "max", "min")
-#: polls made back to back before a waiting caller starts to sleep
-SPIN = 200
-#: longest a blocking call polls back to back before it starts to sleep, in seconds
-SPIN_S = 2e-4
 
 _NP_KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
             np.dtype(np.int64): "int64"}
@@ -265,36 +262,74 @@ def scratch_view(buf: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
 
 
 def inline_backoff() -> Backoff:
-    """Wait schedule of blocking calls: polls back to back for at most :data:`SPIN_S`
-    (a bounded spin, so that a reply that comes within microseconds is seen at once),
-    then sleeps from 20 us doubling to 1 ms (an oversubscribed rank costs no CPU)."""
-    return Backoff(spin=0, spin_s=SPIN_S, first_s=2e-5, max_s=1e-3)
+    """Wait schedule of blocking calls and of ``Request.wait``: polls, yielding the core
+    between polls, for as long as a sleep is measured to cost on this node (two-phase
+    waiting, :mod:`hpcbench.collectives.waiting`), then sleeps from 20 us doubling to
+    1 ms (an oversubscribed rank that waits long costs no CPU)."""
+    return TwoPhaseBackoff(first_s=2e-5, max_s=1e-3)
 
 
-def wait_inline(req, bo: Backoff) -> None:
-    """Complete one pending request in the calling thread (``bo`` is reset after)."""
-    if not req.test():
-        while not req.test():
-            now = time.monotonic()
-            t = not_before(req, now)
-            if t is not None:       # nothing can happen before t: sleep till then
-                time.sleep(max(0.0, t - now))
-            else:
-                bo.pause()
-        bo.reset()
+def wait_inline(reqs, bo: Backoff) -> None:
+    """Complete every request of ``reqs`` in the calling thread (``bo`` is reset after).
+
+    Every pass polls all pending requests, this rank's sends included, before
+    it sleeps: a send's MPI part (a link-model arrival header, a queued
+    eager message) may need the sender's own progress call to leave, and a
+    peer waiting for it would otherwise oversleep (measured over the link
+    model: a Rabenseifner step took one whole message time more whenever a
+    rank slept on its receive with its send's header still queued). Sleeps
+    till the earliest :func:`next_poll` time when every pending request has
+    one, else pauses with ``bo``.
+    """
+    pending = [r for r in reqs if not r.test()]
+    if not pending:
+        return
+    while pending:
+        now = time.monotonic()
+        wake = None
+        for r in pending:
+            t = next_poll(r, now)
+            if t is None:
+                wake = None
+                break
+            wake = t if wake is None or t < wake else wake
+        if wake is None:
+            bo.pause()
+        else:                   # nothing can happen before wake: sleep till then
+            time.sleep(max(0.0, wake - now))
+        left = [r for r in pending if not r.test()]
+        if len(left) < len(pending):
+            bo.reset()
+        pending = left
+    bo.reset()
 
 
 def run_inline(gen, backoff: Backoff | None = None) -> None:
     """Drive an algorithm generator to completion in the calling thread.
 
     The generator yields lists of :class:`P2PRequest`; each list is waited
-    for (:func:`inline_backoff`: bounded spin, then growing sleeps) before
-    the generator resumes.
+    for (:func:`wait_inline`, :func:`inline_backoff`: spin for the cost of a
+    sleep, then growing sleeps) before the generator resumes.
     """
     bo = backoff or inline_backoff()
     for reqs in gen:
-        for r in reqs:
-            wait_inline(r, bo)
+        wait_inline(reqs, bo)
+
+
+def next_poll(req, now: float) -> float | None:
+    """When to poll pending ``req`` next, if it is worth sleeping till then; None: poll
+    with the backoff (plain MPI requests, or bytes still moving through MPI).
+
+    The :func:`not_before` bound, except for a link-model receive whose arrival
+    stamp has not come (``req.ready_at is None``): half way to that bound. The
+    bound assumes the sender has not posted yet, but a posted header can sit
+    in the sender's MPI queue until the sender next polls; waking half way
+    caps what a late-delivered header costs at half a message time.
+    """
+    t = not_before(req, now)
+    if t is not None and t > now and getattr(req, "ready_at", 0.0) is None:
+        return now + 0.5 * (t - now)
+    return t
 
 
 def not_before(req, now: float) -> float | None:
@@ -320,8 +355,9 @@ def is_inplace(src: np.ndarray, dst: np.ndarray) -> bool:
     """True when ``src`` and ``dst`` are the same memory."""
     if src is dst:
         return True
-    return (src.size == dst.size and src.size > 0 and
-            src.__array_interface__["data"][0] == dst.__array_interface__["data"][0])
+    if src.size != dst.size or src.size == 0 or not np.may_share_memory(src, dst):
+        return False        # the common out-of-place case, without building interface dicts
+    return src.__array_interface__["data"][0] == dst.__array_interface__["data"][0]
 
 
 def start_allreduce(tr, src: np.ndarray, dst: np.ndarray, red) -> bool:

@@ -56,7 +56,9 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> s
     of the buffer per rank, but the ring takes ``2 (p-1)`` latency steps
     against Rabenseifner's ``2 log2 p`` (Thakur, Rabenseifner and Gropp 2005;
     Patarasuk and Yuan 2009), so the ring needs larger blocks to pay off as
-    ``p`` grows; the 2-rank threshold is the measured one.
+    ``p`` grows. At ``p = 2`` the two send the same messages (one exchange
+    of half the buffer each way, then one back), and the ring is taken: its
+    one-segment form has less Python per step and a blocking inline form.
 
     Parameters
     ----------
@@ -82,7 +84,7 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> s
                          f"got nranks={nranks!r}, nbytes={nbytes!r}")
     if nbytes < CROSSOVER["small"]:
         return "tree" if deterministic else "recursive_doubling"
-    if 2 * nbytes >= CROSSOVER["medium"] * nranks:
+    if nranks == 2 or 2 * nbytes >= CROSSOVER["medium"] * nranks:
         return "ring"
     return "rabenseifner"
 
@@ -220,8 +222,7 @@ def _allreduce_inline(x, out, op, algorithm, comm, transport, name):
     (:func:`hpcbench.collectives.algorithms.register_inline`); ``None`` when the call
     does not qualify (then the generator runs, and reports any bad argument)."""
     dt = x.dtype
-    if dt not in _INLINE_DTYPES or not x.flags.c_contiguous or x.size == 0 \
-            or x.nbytes >= CROSSOVER["small"]:
+    if dt not in _INLINE_DTYPES or not x.flags.c_contiguous or x.size == 0:
         return None
     uf = _INLINE_UFUNC.get(op)
     if uf is None:

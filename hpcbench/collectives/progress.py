@@ -23,6 +23,13 @@ ufuncs release the GIL, so the thread runs concurrently with compute. Where the
 MPI library provides less than ``MPI_THREAD_MULTIPLE``, or with the environment
 variable ``HPCBENCH_PROGRESS=test``, the engine falls back to progress inside
 ``test()``/``wait()`` only.
+
+A caller in ``wait()`` does not sleep until the thread is done: it takes the
+request's lock and drives the generator itself, waiting like a blocking call
+(:func:`~hpcbench.collectives._core.inline_backoff`), while the thread skips
+that request. Handing the last steps of a small allreduce to another thread
+and sleeping on an event cost a scheduler round trip per wake-up, a time
+slice on a loaded node.
 """
 
 from __future__ import annotations
@@ -34,10 +41,14 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from hpcbench.collectives._core import inline_backoff, not_before
+from hpcbench.collectives._core import inline_backoff, next_poll
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["Request", "progress_mode"]
+__all__ = ["Request", "progress_mode", "DORMANT_S"]
+
+#: longest the progress thread stays asleep while every request it holds is driven by a
+#: caller in ``wait()`` (it wakes at once for a new submission), in seconds
+DORMANT_S = 0.01
 
 
 def progress_mode() -> str:
@@ -58,7 +69,7 @@ class Request:
         The output object (valid once complete).
     """
 
-    __slots__ = ("name", "result", "_gen", "_pending", "_done", "_exc", "_event")
+    __slots__ = ("name", "result", "_gen", "_pending", "_done", "_exc", "_lock")
 
     def __init__(self, gen, result: Any, name: str | None) -> None:
         self.name = name
@@ -67,7 +78,8 @@ class Request:
         self._pending: list = []
         self._done = False
         self._exc: BaseException | None = None
-        self._event = threading.Event()
+        #: held by the thread advancing the generator (the progress thread, or a caller in wait())
+        self._lock = threading.Lock()
 
     # -- driven by exactly one thread at a time ---------------------------------
     def _advance(self) -> bool:
@@ -91,7 +103,6 @@ class Request:
         self._pending = []
         self._gen = None
         self._done = True
-        self._event.set()
 
     # -- public ------------------------------------------------------------------
     def test(self) -> bool:
@@ -114,19 +125,32 @@ class Request:
             Whatever the operation raised while it progressed.
         """
         if not self._done:
-            if _ENGINE.mode == "thread" and _ENGINE.owns(self):
-                self._event.wait()
-            else:
-                bo = inline_backoff()
-                while not self._advance_or_done():
-                    bo.pause()
+            bo = inline_backoff()
+            with self._lock:        # the progress thread leaves this request alone meanwhile
+                while not self._done:
+                    if self._advance():
+                        bo.reset()
+                    else:
+                        bo.pause()
         if self._exc is not None:
             raise self._exc
         return self.result
 
-    def _advance_or_done(self) -> bool:
-        self._advance()
-        return self._done
+    def _try_advance(self) -> bool:
+        """Advance unless another thread is advancing this request; True if anything moved.
+
+        A caller in :meth:`wait` holds the lock and drives its request itself
+        (waiting with the two-phase schedule of
+        :func:`~hpcbench.collectives._core.inline_backoff`) instead of sleeping
+        until the progress thread completes it: a wake-up through another
+        thread costs a trip through the scheduler, a time slice on a loaded node.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._advance()
+        finally:
+            self._lock.release()
 
     @staticmethod
     def waitall(requests: Sequence["Request"]) -> list:
@@ -152,9 +176,6 @@ class _Engine:
         self._owned: set[int] = set()
         self._thread: threading.Thread | None = None
 
-    def owns(self, req: Request) -> bool:
-        return id(req) in self._owned
-
     def submit(self, req: Request) -> None:
         """Start ``req`` in the caller's thread, then leave it to the progress thread."""
         req._advance()
@@ -179,17 +200,27 @@ class _Engine:
                 active.extend(self._new)
                 self._new.clear()
             moved = False
+            held = 0
             for req in active:
-                if req._advance():
+                if req._lock.locked():
+                    held += 1                           # a caller in wait() drives it
+                elif req._try_advance():
                     moved = True
-            if moved:
-                done = [r for r in active if r._done]
+            done = [r for r in active if r._done]      # also those finished by a caller in wait()
+            if moved or done:
                 if done:
                     active = [r for r in active if not r._done]
                     with self._cv:
                         for r in done:
                             self._owned.discard(id(r))
                 bo.reset()
+            elif held == len(active):
+                # every request is driven by its waiting caller: stay off the GIL (each
+                # wake-up here would take it from them) until a new submission or, at
+                # the latest, DORMANT_S later to drop the finished ones
+                with self._cv:
+                    if not self._new:
+                        self._cv.wait(DORMANT_S)
             else:
                 wake = _earliest_wake(active)
                 if wake is None:
@@ -212,14 +243,19 @@ def _earliest_wake(active: list[Request]) -> float | None:
     wake = None
     now = time.monotonic()
     for req in active:
-        for q in req._pending:
-            if q.test():
-                return None         # something can move now
-            t = not_before(q, now)
-            if t is None:
-                return None
-            if wake is None or t < wake:
-                wake = t
+        if not req._lock.acquire(blocking=False):
+            return None             # a caller in wait() is driving it: keep polling
+        try:
+            for q in req._pending:
+                if q.test():
+                    return None     # something can move now
+                t = next_poll(q, now)
+                if t is None:
+                    return None
+                if wake is None or t < wake:
+                    wake = t
+        finally:
+            req._lock.release()
     return wake
 
 

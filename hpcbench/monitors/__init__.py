@@ -8,12 +8,39 @@ in :data:`MONITORS`.
 
 from __future__ import annotations
 
-from hpcbench.monitors.base import GradientView, Monitor
+import inspect
 
-__all__ = ["MONITORS", "GradientView", "Monitor", "build_monitor"]
+from hpcbench.monitors.base import GradientView, Monitor
+from hpcbench.monitors.gns import GradientNoiseScale
+from hpcbench.monitors.variance import GradientVariance
+
+__all__ = ["MONITORS", "GradientView", "Monitor", "build_monitor", "monitor_options"]
 
 #: monitor name -> class
-MONITORS: dict[str, type[Monitor]] = {}
+MONITORS: dict[str, type[Monitor]] = {
+    GradientNoiseScale.name: GradientNoiseScale,
+    GradientVariance.name: GradientVariance,
+}
+
+
+def monitor_options(name: str) -> tuple[str, ...]:
+    """Option names the monitor ``name`` accepts (its constructor's keywords, ``interval`` first).
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not registered.
+    """
+    cls = _lookup(name)
+    params = inspect.signature(cls.__init__).parameters
+    return tuple(p for p in params if p != "self")
+
+
+def _lookup(name: str) -> type[Monitor]:
+    try:
+        return MONITORS[name]
+    except KeyError:
+        raise KeyError(f"unknown monitor {name!r}; registered: {', '.join(sorted(MONITORS)) or 'none'}") from None
 
 
 def build_monitor(name: str, **options) -> Monitor:
@@ -23,9 +50,13 @@ def build_monitor(name: str, **options) -> Monitor:
     ------
     KeyError
         ``name`` is not registered (the message lists the registered names).
+    ValueError
+        An option the monitor does not take, or a bad value (the message names
+        the option).
     """
-    try:
-        cls = MONITORS[name]
-    except KeyError:
-        raise KeyError(f"unknown monitor {name!r}; registered: {', '.join(sorted(MONITORS)) or 'none'}") from None
+    cls = _lookup(name)
+    allowed = monitor_options(name)
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        raise ValueError(f"monitor {name!r}: unknown option {unknown[0]!r}; allowed: {', '.join(allowed)}")
     return cls(**options)

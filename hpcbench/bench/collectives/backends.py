@@ -287,11 +287,15 @@ class Custom(Backend):
         operations have one algorithm each (ring, ring, tree).
     link : Transport or None
         Link-model transport of ``--link``; None runs on the communicator.
+    nonblocking : bool
+        Run each operation as its nonblocking form followed by ``wait()``
+        (``--nonblocking``: the path of overlapped gradient buckets).
     """
 
-    def __init__(self, algorithm: str, link=None) -> None:
+    def __init__(self, algorithm: str, link=None, nonblocking: bool = False) -> None:
         self.name = algorithm
         self.link = link
+        self.nonblocking = nonblocking
 
     def _kw(self, comm) -> dict:
         return {"comm": comm} if self.link is None else {"transport": self.link}
@@ -300,24 +304,32 @@ class Custom(Backend):
         import hpcbench.collectives as hc
 
         kw = self._kw(comm)
+        if self.nonblocking:
+            return lambda: hc.iallreduce(b.x, b.out, op=b.redop, algorithm=self.name, **kw).wait()
         return lambda: hc.allreduce(b.x, b.out, op=b.redop, algorithm=self.name, **kw)
 
     def reduce_scatter(self, b, comm):
         import hpcbench.collectives as hc
 
         kw = self._kw(comm)
+        if self.nonblocking:
+            return lambda: hc.ireduce_scatter(b.x, b.out, op=b.redop, **kw).wait()
         return lambda: hc.reduce_scatter(b.x, b.out, op=b.redop, **kw)
 
     def allgather(self, b, comm):
         import hpcbench.collectives as hc
 
         kw = self._kw(comm)
+        if self.nonblocking:
+            return lambda: hc.iallgather(b.x, b.out, **kw).wait()
         return lambda: hc.allgather(b.x, b.out, **kw)
 
     def bcast(self, b, comm):
         import hpcbench.collectives as hc
 
         kw = self._kw(comm)
+        if self.nonblocking:
+            return lambda: hc.ibcast(b.x, 0, **kw).wait()
         return lambda: hc.bcast(b.x, 0, **kw)
 
 

@@ -69,6 +69,9 @@ class CollectivesJob(Job):
                        help="warm-up iterations at the smallest size (shrinks with size)")
         p.add_argument("-n", "--iters", type=_positive_int, default=50,
                        help="timed iterations at the smallest size (shrinks with size, >= 5)")
+        p.add_argument("--nonblocking", action="store_true",
+                       help="run the custom algorithms as their nonblocking form followed by "
+                            "wait() (iallreduce(...).wait()); baselines stay blocking")
         p.add_argument("--overlap", action="store_true",
                        help="measure the share of iallreduce time hidden behind matmuls "
                             "(hpcbench.bench.collectives.overlap)")
@@ -134,7 +137,8 @@ class CollectivesJob(Job):
         if a.overlap:
             return
         for impl in a.impls:
-            backend = BASELINES[impl]() if impl in BASELINES else Custom(impl, self.link)
+            backend = BASELINES[impl]() if impl in BASELINES else Custom(impl, self.link,
+                                                                          a.nonblocking)
             note = backend.start(comm, a.dtype)
             if note:
                 self.notes.append(note)

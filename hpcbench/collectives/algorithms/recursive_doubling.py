@@ -26,6 +26,9 @@ from hpcbench.collectives.transport import Transport
 
 __all__ = ["recursive_doubling_allreduce", "recursive_doubling_inline", "recursive_doubling_cost"]
 
+#: largest receive scratch the inline form keeps cached between calls, in bytes
+_CACHE_BYTES = 1 << 20
+
 
 @register("recursive_doubling", deterministic=False,
           description="recursive doubling, full vector each step (Thakur et al. 2005)")
@@ -111,8 +114,7 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
             else:
                 rq = tr.irecv(tmp, peer, tag)
                 sq = tr.isend(send, peer, tag)
-                wait_inline(rq, bo)
-                wait_inline(sq, bo)
+                wait_inline((rq, sq), bo)
             if r & d:                   # lower rank's operand first, as the generator
                 uf(tmp, send, out=dst)
             else:
@@ -120,7 +122,7 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
             send = dst
             d <<= 1
     finally:
-        if len(ctx.fast_scratch) < 16:
+        if len(ctx.fast_scratch) < 16 and tmp.nbytes <= _CACHE_BYTES:
             ctx.fast_scratch[key] = tmp
     return True
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import math
 
-from hpcbench.collectives._core import is_inplace, partition, scratch_view
-from hpcbench.collectives.algorithms import register, register_cost
+import numpy as np
 
-__all__ = ["ring_allreduce", "ring_phases", "ring_cost", "SEGMENT_BYTES"]
+from hpcbench.collectives._core import is_inplace, partition, reducer, run_inline, scratch_view
+from hpcbench.collectives.algorithms import register, register_cost, register_inline
+
+__all__ = ["ring_allreduce", "ring_inline", "ring_phases", "ring_cost", "SEGMENT_BYTES"]
 
 #: target segment size of the pipeline in bytes
 SEGMENT_BYTES = 1 << 19
@@ -121,12 +123,98 @@ def ring_phases(tr, tag, src, dst, red, ctx, bounds, reduce_scatter=True, allgat
             ctx.give(tmpbuf)
 
 
+def _one_segment(bounds, itemsize: int) -> bool:
+    """True when every block fits in one pipeline segment (then :func:`ring_single` runs)."""
+    return max(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)) * itemsize <= SEGMENT_BYTES
+
+
+def ring_single(tr, tag, src, dst, red, ctx, bounds):
+    """The ring of :func:`ring_phases` when every block is one segment, with less Python per step.
+
+    The same messages (one block per step to the right neighbour, ``2 (n-1)``
+    steps, same tag), the same receive targets and the same reduction
+    expressions as :func:`ring_phases` with ``nseg = 1``, so the same result
+    bits; what goes is the segment bookkeeping (per-segment offsets, the send
+    table, closures) that dominates small messages. Each step waits for its
+    receive and its send before the next is posted (a send below the eager
+    limit is complete at once; a larger one completes once the neighbour,
+    which posted its receive first, has the bytes).
+    """
+    n, r = tr.size, tr.rank
+    right, left = (r + 1) % n, (r - 1) % n
+    inplace = is_inplace(src, dst)
+    tmpbuf = tmp = None
+    if inplace:
+        maxblock = max(bounds[i + 1] - bounds[i] for i in range(n))
+        tmpbuf = ctx.borrow(maxblock * dst.dtype.itemsize)
+        tmp = scratch_view(tmpbuf, dst.dtype, maxblock)
+    try:
+        for k in range(2 * (n - 1)):
+            rb, sb = (r - k - 2) % n, (r - k - 1) % n
+            rlo, rhi = bounds[rb], bounds[rb + 1]
+            d = dst[rlo:rhi]
+            rbuf = tmp[:rhi - rlo] if (inplace and k < n - 1) else d
+            rq = tr.irecv(rbuf, left, tag)
+            sq = tr.isend((src if k == 0 else dst)[bounds[sb]:bounds[sb + 1]], right, tag)
+            if not (rq.test() and sq.test()):
+                yield [rq, sq]
+            if k < n - 1:
+                red.reduce(d, d, tmp[:rhi - rlo] if inplace else src[rlo:rhi])
+                if k == n - 2:
+                    red.finalize(d)
+    finally:
+        if tmpbuf is not None:
+            ctx.give(tmpbuf)
+
+
 @register("ring", deterministic=True,
           description="ring reduce-scatter + allgather, pipelined (Patarasuk & Yuan 2009)")
 def ring_allreduce(tr, tag, src, dst, red, ctx, **_):
     """Ring allreduce of ``src`` into ``dst`` (see module docstring)."""
     bounds = partition(dst.size, tr.size)
+    if tr.size > 1 and dst.size and _one_segment(bounds, dst.dtype.itemsize):
+        yield from ring_single(tr, tag, src, dst, red, ctx, bounds)
+        return
     yield from ring_phases(tr, tag, src, dst, red, ctx, bounds)
+
+
+_UFUNC_OP = {np.add: "sum", np.maximum: "max", np.minimum: "min"}
+_KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+         np.dtype(np.int64): "int64"}
+
+
+@register_inline("ring")
+def ring_inline(tr, ctx, name, src, dst, uf) -> bool:
+    """Inline form of the ring for blocking calls whose blocks are one segment each.
+
+    Drives :func:`ring_single` in the calling thread (:func:`~hpcbench.collectives._core.run_inline`)
+    without the generic entry's argument wrapping; same tag, messages and
+    reductions as the generator, so the same result bits.
+
+    Parameters
+    ----------
+    src, dst : 1-D numpy arrays, same dtype and length
+        ``dst`` may be ``src`` (in place).
+    uf : numpy ufunc
+        ``np.add``, ``np.maximum`` or ``np.minimum`` (``avg`` is finished by the caller).
+
+    Returns
+    -------
+    bool
+        False (nothing done, no tag taken) when a block exceeds one segment.
+    """
+    n = tr.size
+    bounds = partition(src.size, n)
+    if not _one_segment(bounds, src.dtype.itemsize):
+        return False
+    tag = ctx.tag(name)
+    if n == 1:
+        if dst is not src:
+            dst[...] = src
+        return True
+    red = reducer(_KIND[src.dtype], _UFUNC_OP[uf], n)
+    run_inline(ring_single(tr, tag, src, dst, red, ctx, bounds))
+    return True
 
 
 @register_cost("ring")

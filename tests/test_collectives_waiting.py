@@ -1,0 +1,73 @@
+"""Two-phase waiting of the collectives: spin for the measured cost of a sleep, then sleep."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hpcbench.collectives import waiting
+from hpcbench.collectives.waiting import SPIN_MAX_S, SPIN_MIN_S, SleepCost, TwoPhaseBackoff
+
+
+def test_sleep_cost_tracks_measured_sleeps():
+    cost = SleepCost(initial_s=1.0, weight=1.0)
+    took = cost.sleep(1e-4)
+    assert took >= 1e-4 and cost.value_s == took
+    assert SPIN_MIN_S <= cost.spin_budget() <= SPIN_MAX_S
+    cost.value_s = 10.0
+    assert cost.spin_budget() == SPIN_MAX_S
+    cost.value_s = 0.0
+    assert cost.spin_budget() == SPIN_MIN_S
+    with pytest.raises(ValueError, match="weight"):
+        SleepCost(weight=0.0)
+
+
+def test_spins_for_the_budget_then_sleeps_growing(monkeypatch):
+    cost = SleepCost(initial_s=1e-3, weight=0.5)
+    slept = []
+    monkeypatch.setattr(waiting.time, "sleep", slept.append)
+    bo = TwoPhaseBackoff(first_s=1e-5, max_s=4e-5, cost=cost)
+    t0 = time.perf_counter()
+    while not slept:
+        bo.pause()
+    assert time.perf_counter() - t0 >= 1e-3          # spun for the estimated sleep cost
+    for _ in range(3):
+        bo.pause()
+    assert slept == [1e-5, 2e-5, 4e-5, 4e-5]
+    assert cost.value_s < 1e-3                        # the (instant) first sleep was measured
+    bo.reset()
+    bo.pause()
+    assert len(slept) == 4                            # spinning again after a reset
+
+
+class _Req:
+    """A pending request stand-in: completes at its ``done_at``-th test; a link-model-like
+    bound ``not_before = now + bound`` and ``ready_at`` (None: receive without its header)."""
+
+    def __init__(self, done_at, bound=None, ready_at=0.0):
+        self.tests, self.done_at, self.bound, self.ready_at = 0, done_at, bound, ready_at
+
+    def test(self):
+        self.tests += 1
+        return self.tests >= self.done_at
+
+    def not_before(self, now):
+        return None if self.bound is None else now + self.bound
+
+
+def test_wait_inline_polls_every_request_and_wakes_half_way(monkeypatch):
+    """A receive still missing its arrival header sleeps half its bound, and the step's
+    send is polled on every pass (its own queued header must leave)."""
+    from hpcbench.collectives import _core
+
+    slept = []
+    monkeypatch.setattr(_core.time, "sleep", slept.append)
+    recv = _Req(done_at=3, bound=10.0, ready_at=None)
+    send = _Req(done_at=3, bound=4.0)
+    _core.wait_inline([recv, send], TwoPhaseBackoff(cost=SleepCost()))
+    assert send.tests >= 2 and recv.tests >= 3
+    assert slept and slept[0] == pytest.approx(4.0, abs=1e-3)   # the earlier of 10/2 and 4
+    recv2 = _Req(done_at=2, bound=10.0, ready_at=None)
+    _core.wait_inline([recv2], TwoPhaseBackoff(cost=SleepCost()))
+    assert slept[-1] == pytest.approx(5.0, abs=1e-3)

@@ -1,0 +1,114 @@
+"""Monitors (hpcbench.monitors): registry, options, estimators against known values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+
+from monitor_data import B_SIMPLE, LOCAL_BATCH, true_gradient, worker_gradients
+from hpcbench.monitors import MONITORS, GradientView, build_monitor, monitor_options
+from hpcbench.monitors.gns import _EMA, noise_scale_terms
+from hpcbench.monitors.variance import gradient_variance
+
+
+def test_registry_builds_every_monitor():
+    assert set(MONITORS) == {"gns", "variance"}
+    for name, cls in MONITORS.items():
+        m = build_monitor(name, interval=3)
+        assert isinstance(m, cls) and m.name == name and m.outputs
+        assert [m.due(s) for s in range(4)] == [True, False, False, True]
+    assert MONITORS["variance"].needs_local_grads and not MONITORS["gns"].needs_local_grads
+    assert monitor_options("gns") == ("interval", "alpha", "estimator")
+
+
+@pytest.mark.parametrize("name, options, word", [
+    ("gns", {"alpha": 0.0}, "alpha"), ("gns", {"alpha": 1.5}, "alpha"),
+    ("gns", {"alpha": "x"}, "alpha"), ("gns", {"estimator": "median"}, "estimator"),
+    ("gns", {"beta": 1}, "beta"), ("variance", {"algorithm": "recursive_doubling"}, "algorithm"),
+    ("variance", {"algorithm": "nope"}, "algorithm"), ("variance", {"interval": 0}, "interval"),
+])
+def test_bad_options_name_the_option(name, options, word):
+    with pytest.raises(ValueError, match=word):
+        build_monitor(name, **options)
+
+
+def test_unknown_monitor_lists_registered():
+    with pytest.raises(KeyError, match="gns"):
+        build_monitor("hessian")
+
+
+def test_terms_reject_equal_batches():
+    with pytest.raises(ValueError, match="B_small"):
+        noise_scale_terms(1.0, 8, 1.0, 8)
+
+
+@pytest.mark.parametrize("nworkers", [2, 4])
+@pytest.mark.parametrize("estimator", ["local", "mean"])
+def test_noise_scale_recovers_b_simple(nworkers, estimator):
+    """Simulated workers: the EMA ratio lands within 10% of the known B_simple."""
+    rng = np.random.default_rng(1)
+    g = true_gradient()
+    g_ema, s_ema = _EMA(0.1), _EMA(0.1)
+    b_small, b_big = LOCAL_BATCH, LOCAL_BATCH * nworkers
+    for _ in range(25):
+        w = worker_gradients(rng, g, nworkers)
+        sq = (w * w).sum(axis=1)
+        g_small = sq.mean() if estimator == "mean" else sq[0]
+        big = w.mean(axis=0)
+        g_sq, trace = noise_scale_terms(g_small, b_small, float(big @ big), b_big)
+        ratio = s_ema.update(trace) / g_ema.update(g_sq)
+    assert ratio == pytest.approx(B_SIMPLE, rel=0.10)
+
+
+def test_ema_is_kungfus():
+    e = _EMA(0.9)
+    assert e.update(10.0) == 10.0          # seeded with the first value
+    assert e.update(0.0) == pytest.approx(1.0)   # 0.9 * new + 0.1 * old
+
+
+def test_single_step_estimates_go_negative_when_noise_dominates():
+    """Tiny batches: single-step |G|^2 estimates of either sign, the averaged ones positive."""
+    rng = np.random.default_rng(2)
+    g = true_gradient()[:2000]
+    g /= np.linalg.norm(g)
+    signs, g_ema = set(), _EMA(0.05)
+    for _ in range(200):    # B_simple = 4000 samples, batches of 1 and 2
+        w = g[None, :] + rng.standard_normal((2, g.size)) * np.sqrt(4000.0 / g.size)
+        big = w.mean(axis=0)
+        g_sq, _ = noise_scale_terms(float(w[0] @ w[0]), 1, float(big @ big), 2)
+        signs.add(g_sq > 0)
+        g_ema.update(g_sq)
+    assert signs == {True, False}
+    assert g_ema.value > 0
+
+
+def test_variance_formula_against_numpy():
+    rng = np.random.default_rng(3)
+    shapes = [(7, 5), (11,), (3, 2, 4)]
+    per_worker = [[rng.standard_normal(s) for s in shapes] for _ in range(3)]
+    ref = sum(np.linalg.norm((np.stack(ts) ** 2).mean(0) - np.stack(ts).mean(0) ** 2)
+              for ts in zip(*per_worker))
+    mean_sq = [torch.from_numpy((np.stack(ts) ** 2).mean(0)) for ts in zip(*per_worker)]
+    mean = [torch.from_numpy(np.stack(ts).mean(0)) for ts in zip(*per_worker)]
+    assert gradient_variance(mean_sq, mean) == pytest.approx(ref, rel=1e-12)
+
+
+def _view(comm, grads, local=True):
+    ts = [torch.tensor(x, dtype=torch.float32) for x in grads]
+    sq = float(sum((t.double() ** 2).sum() for t in ts))
+    return GradientView(step=0, local_sq_norm=sq, local_grads=ts if local else None,
+                        global_grads=ts, local_batch=8, global_batch=8 * comm.size, comm=comm)
+
+
+def test_world_size_one():
+    comm = MPI.COMM_SELF
+    view = _view(comm, [np.ones((3, 3)), np.arange(4.0)])
+    out = build_monitor("gns").observe(view)
+    assert set(out) == set(MONITORS["gns"].outputs) and all(math.isnan(v) for v in out.values())
+    assert build_monitor("variance").observe(view) == {"grad_variance": 0.0}
+    with pytest.raises(ValueError, match="local_grads"):
+        build_monitor("variance").observe(_view(comm, [np.ones(3)], local=False))
