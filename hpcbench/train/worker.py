@@ -129,7 +129,7 @@ class Worker:
 
     def _optimize(self) -> None:
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()   # set_to_none by default (Horovod's wrapper takes no argument)
 
     def _real_gradients(self, t: int, monitors) -> StepRecord:
         from hpcbench.monitors import GradientView
