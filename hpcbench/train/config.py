@@ -65,6 +65,8 @@ class TrainConfig(Strict):
     iterations: int = Field(10, ge=1, description="measured iterations (per monitor variant)")
     batches_per_iter: int = Field(10, ge=1, description="steps per iteration")
     sync: list[str] = Field(["ring"], description="synchronisers, run one after the other")
+    interleave_sync: bool = Field(False, description="run the synchronisers' iterations in turn (round robin), "
+                                                     "so that drifts of the machine's load fall on all alike")
     bucket_mb: float = Field(25.0, gt=0.0, description="gradient bucket size in MiB (DDP's default 25)")
     overlap: bool = Field(True, description="start each bucket during backward (false: after backward)")
     algorithm: str = Field("auto", description="allreduce algorithm of sma")

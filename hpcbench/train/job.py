@@ -141,7 +141,7 @@ class TrainJob(Job):
                     parameters=int(sum(prof.numels)), gradient_bytes=int(4 * sum(prof.numels)),
                     buckets=len(self.plan.buckets), bucket_bytes=self.bucket_bytes,
                     compute_time_source=prof.source, forward_s=prof.forward_s, backward_s=prof.backward_s,
-                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync))
+                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync), overlap=cfg.overlap)
 
     def _header(self) -> str:
         cfg, prof, p = self.cfg, self.profile, self.comm.size
@@ -174,21 +174,39 @@ class TrainJob(Job):
             report = Report(self, tables, monitor_columns)
             print(self._header())
             sys.stdout.flush()
-        step0 = 0
-        for name in cfg.sync:
-            sync, error = self._build_sync(name)
-            if error:
-                if report is not None:
-                    report.skipped(name, error)
-                continue
-            run = SyncRun(self, name, sync, report)
-            try:
-                step0 = run.execute(step0)
-            finally:
-                run.close()
+        runs = []
+        self.steps_done = 0
+        try:
+            for name in cfg.sync:
+                sync, error = self._build_sync(name)
+                if error:
+                    if report is not None:
+                        report.skipped(name, error)
+                    continue
+                runs.append(SyncRun(self, name, sync, report))
+            if report is not None:
+                report.start(sum(r.total_steps() for r in runs))
+            self._drive([r.execute() for r in runs], cfg.interleave_sync)
+        finally:
+            for r in runs:
+                r.close()
         if report is not None:
+            report.close()
             report.comparison()
         return 0
+
+    @staticmethod
+    def _drive(gens: list, interleave: bool) -> None:
+        """Run the synchronisers one after the other, or their iterations in turn (round robin)."""
+        if not interleave:
+            for g in gens:
+                for _ in g:
+                    pass
+            return
+        while gens:
+            for g in list(gens):
+                if next(g, StopIteration) is StopIteration:
+                    gens.remove(g)
 
     def _monitor_columns(self) -> list[str]:
         from hpcbench.monitors import MONITORS

@@ -48,34 +48,38 @@ class SyncRun:
         self.monitors = [build_monitor(m, interval=cfg.monitor_interval) for m in cfg.monitors]
         self.variants = variants(self.monitors, cfg.interleave_monitors)
 
-    def execute(self, step0: int) -> int:
-        """Run every step; returns the job's step counter after them (``fault_point`` numbering)."""
+    def total_steps(self) -> int:
+        """Warm-up plus measured steps."""
+        cfg = self.job.cfg
+        return cfg.warmup + cfg.iterations * len(self.variants) * cfg.batches_per_iter
+
+    def execute(self):
+        """Run every step; a generator that yields after the warm-up and after each measured iteration, so
+        that the job can run several synchronisers' iterations in turn (``interleave_sync``)."""
         from hpcbench.train.job import _gather
 
         cfg, job = self.job.cfg, self.job
         n_iter = cfg.iterations * len(self.variants)
-        total = cfg.warmup + n_iter * cfg.batches_per_iter
-        bar = self.report.start_sync(self.name, self.sync, total) if self.report is not None else None
-        t = 0
+        if self.report is not None:
+            self.report.start_sync(self.name, self.sync)
         schedule = [(-1, self.variants[0])] * cfg.warmup
         for it in range(n_iter):
             schedule += [(it, self.variants[it % len(self.variants)])] * cfg.batches_per_iter
-        for k, (it, (vname, mons)) in enumerate(schedule):
-            fault_point(step0 + t + 1)
+        for t, (it, (vname, mons)) in enumerate(schedule):
+            job.steps_done += 1
+            fault_point(job.steps_done)
             rec = self.worker.step(t, [m for m in mons if m.due(t)])
             gathered = _gather(job.comm, rec.vector())
+            last = t + 1 == len(schedule) or schedule[t + 1][0] != it
             if self.report is not None:
                 self.report.step(self.name, vname, it, t, gathered, rec.monitor_values)
-                bar.update(1)
-                last = k + 1 == len(schedule) or schedule[k + 1][0] != it
                 if it >= 0 and last:
                     acc = job.data.accuracy(self.worker.model) if self.worker.model is not None else float("nan")
-                    self.report.iteration(self.name, vname, it, acc, bar)
-            t += 1
+                    self.report.iteration(self.name, vname, it, acc)
+            if last:
+                yield it
         if self.report is not None:
-            bar.close()
             self.report.finish_sync(self.name, self.sync, [v for v, _ in self.variants])
-        return step0 + t
 
     def close(self) -> None:
         """Remove hooks and close the synchroniser (collective)."""

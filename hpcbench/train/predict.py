@@ -39,8 +39,8 @@ def message_time(cost_model: str, nbytes: int, p: int, alpha_s: float, beta_s_pe
 
 
 def predict_step(profile, bucket_bytes, bucket_ready_s, cost_model: str | None, p: int, alpha_s: float,
-                 beta_s_per_byte: float, averages: str = "gradients") -> tuple[float, float]:
-    """Predicted step time and efficiency (compute / step).
+                 beta_s_per_byte: float, averages: str = "gradients") -> tuple[float, float, float]:
+    """Predicted step time, efficiency (compute / step) and communication time per step.
 
     Parameters
     ----------
@@ -57,18 +57,20 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, cost_model: str | None, 
 
     Returns
     -------
-    (float, float)
-        Step seconds and efficiency in [0, 1].
+    (float, float, float)
+        Step seconds, efficiency in [0, 1], and the seconds of all the step's
+        reductions one after the other (what a step without overlap spends
+        communicating).
     """
     if cost_model is None or not (math.isfinite(alpha_s) and math.isfinite(beta_s_per_byte)):
-        return math.nan, math.nan
+        return math.nan, math.nan, math.nan
     f, b, o = profile.forward_s, profile.backward_s, profile.optimizer_s
     if averages == "models":
-        comm_end = message_time(cost_model, int(np.sum(bucket_bytes)), p, alpha_s, beta_s_per_byte)
+        comm = comm_end = message_time(cost_model, int(np.sum(bucket_bytes)), p, alpha_s, beta_s_per_byte)
     else:
-        comm_end = 0.0
+        comm = comm_end = 0.0
         for nbytes, r in zip(bucket_bytes, bucket_ready_s):
-            comm_end = max(f + r, comm_end) + message_time(cost_model, int(nbytes), p, alpha_s,
-                                                           beta_s_per_byte)
+            t = message_time(cost_model, int(nbytes), p, alpha_s, beta_s_per_byte)
+            comm_end, comm = max(f + r, comm_end) + t, comm + t
     step = max(f + b, comm_end) + o
-    return step, (f + b + o) / step
+    return step, (f + b + o) / step, comm

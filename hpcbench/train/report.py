@@ -59,18 +59,25 @@ class Report:
         self._acc: dict = {}
         self.summaries: list[dict] = []
 
-    def start_sync(self, name: str, sync, total_steps: int):
-        """Print the synchroniser's heading; returns rank 0's tqdm bar."""
+    def start(self, total_steps: int) -> None:
+        """Open rank 0's tqdm bar over every step of the job."""
         from tqdm import tqdm
 
+        self.bar = tqdm(total=total_steps, unit="step", leave=False, file=sys.stderr,
+                        disable=not self.cfg.progress, dynamic_ncols=True)
+
+    def close(self) -> None:
+        """Close the bar."""
+        self.bar.close()
+
+    def start_sync(self, name: str, sync) -> None:
+        """Print the synchroniser's heading."""
         note = ""
         if self.cfg.link.kind == "model" and not sync.uses_transport:
             note = " [its bytes bypass the modelled link]"
-        print(f"== {name}: {sync.describe()}{note}")
-        print(f"Running warmup ({self.cfg.warmup} steps)..." if self.cfg.warmup else "No warmup")
-        sys.stdout.flush()
-        return tqdm(total=total_steps, desc=name, unit="step", leave=False, file=sys.stderr,
-                    disable=not self.cfg.progress, dynamic_ncols=True)
+        self.bar.write(f"== {name}: {sync.describe()}{note}", file=sys.stdout)
+        self.bar.write(f"Running warmup ({self.cfg.warmup} steps)..." if self.cfg.warmup else "No warmup",
+                       file=sys.stdout)
 
     def step(self, sync: str, variant: str, iteration: int, t: int, gathered, monitor_values: dict) -> None:
         """Record one step (``iteration`` -1 in warm-up)."""
@@ -78,10 +85,11 @@ class Report:
         row.update(sync=sync, variant=variant, iteration=iteration, step=t, warmup=iteration < 0)
         row.update({c: float(monitor_values.get(c, math.nan)) for c in self.monitor_columns})
         self.tables["steps"].append(row)
+        self.bar.update(1)
         if iteration >= 0:
             self._rows[(sync, variant, iteration)].append(row)
 
-    def iteration(self, sync: str, variant: str, iteration: int, accuracy: float, bar) -> None:
+    def iteration(self, sync: str, variant: str, iteration: int, accuracy: float) -> None:
         """Close a measured iteration: KungFu's ``Iter #i: X img/sec per worker`` line."""
         rows = self._rows[(sync, variant, iteration)]
         img = self.cfg.batch_size * len(rows) / sum(r["step_s"] for r in rows)
@@ -89,17 +97,20 @@ class Report:
         self._acc[(sync, variant)] = accuracy
         self.tables["iterations"].append(dict(sync=sync, variant=variant, iteration=iteration,
                                               img_per_s_worker=img, accuracy=accuracy))
-        tag = "" if variant == "none" or len(self._variants_of(sync)) < 2 else f" [{variant}]"
+        tag = self._tag(sync, variant, self.cfg.interleave_monitors)
         acc = f", accuracy {accuracy:.3f}" if accuracy == accuracy else ""
-        bar.write(f"Iter #{iteration}: {img:.1f} img/sec per worker{tag}{acc}", file=sys.stdout)
+        self.bar.write(f"Iter #{iteration}: {img:.1f} img/sec per worker{tag}{acc}", file=sys.stdout)
 
-    def _variants_of(self, sync: str) -> set:
-        return {v for (s, v) in self._iters if s == sync}
+    def _tag(self, sync: str, variant: str, with_variant: bool) -> str:
+        """`` [sync, variant]`` where lines of several synchronisers or variants interleave, else ``""``."""
+        tags = [sync] if self.cfg.interleave_sync and len(self.cfg.sync) > 1 else []
+        tags += [variant] if with_variant else []
+        return f" [{', '.join(tags)}]" if tags else ""
 
-    def _predict(self, sync) -> tuple[float, float]:
+    def _predict(self, sync) -> tuple[float, float, float]:
         job = self.job
         if not sync.uses_transport:
-            return math.nan, math.nan
+            return math.nan, math.nan, math.nan
         prof = job.profile
         ready = (job.plan.ready_times(prof.param_ready_s) if self.cfg.overlap
                  else np.full(len(job.plan.buckets), prof.backward_s))
@@ -108,7 +119,7 @@ class Report:
 
     def finish_sync(self, name: str, sync, variant_names: list[str]) -> None:
         """Summaries of each variant; KungFu's closing lines."""
-        pred_step, pred_eff = self._predict(sync)
+        pred_step, pred_eff, pred_comm = self._predict(sync)
         base = None
         for v in variant_names:
             imgs = np.array(self._iters[(name, v)])
@@ -126,16 +137,18 @@ class Report:
                      img_per_s_worker_ci=ci, img_per_s_total=self.p * mean, step_s=step, compute_s=compute,
                      ideal_img_per_s_total=ideal, efficiency=self.p * mean / ideal,
                      hidden_fraction=float(np.mean(hidden)) if hidden else math.nan,
-                     predicted_step_s=pred_step, predicted_efficiency=pred_eff, monitor_overhead=overhead,
+                     predicted_step_s=pred_step, predicted_efficiency=pred_eff, predicted_comm_s=pred_comm,
+                     comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])), monitor_overhead=overhead,
                      final_accuracy=self._acc.get((name, v), math.nan))
             self.tables["summary"].append(s)
             self.summaries.append(s)
-            tag = "" if len(variant_names) < 2 else f" [{v}]"
+            tag = self._tag(name, v, len(variant_names) > 1)
             print(f"Img/sec per worker{tag}: {mean:.1f} +-{ci:.1f}")
             print(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
             extra = f", monitor overhead {100 * overhead:+.1f}%" if overhead == overhead else ""
-            print(f"efficiency {s['efficiency']:.3f} of ideal (predicted {pred_eff:.3f}), communication hidden "
-                  f"{100 * s['hidden_fraction']:.0f}%{extra}")
+            print(f"efficiency {s['efficiency']:.3f} of ideal (predicted {pred_eff:.3f}), communication "
+                  f"{1e3 * s['comm_span_s']:.1f} ms per step (alpha-beta, one after the other: "
+                  f"{1e3 * pred_comm:.1f} ms), {100 * s['hidden_fraction']:.0f}% hidden{extra}")
         sys.stdout.flush()
 
     def skipped(self, name: str, reason: str) -> None:
@@ -145,7 +158,8 @@ class Report:
         self.tables["summary"].append(dict(
             sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
             img_per_s_worker_ci=nan, img_per_s_total=nan, step_s=nan, compute_s=nan, ideal_img_per_s_total=nan,
-            efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan,
+            efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan, predicted_comm_s=nan,
+            comm_span_s=nan,
             monitor_overhead=nan, final_accuracy=nan))
 
     def comparison(self) -> None:

@@ -54,6 +54,9 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("hidden_fraction", "float64", "1", "mean share of communication hidden behind backward"),
         C("predicted_step_s", "float64", "s", "alpha-beta model with bucket overlap (NaN: no link model)"),
         C("predicted_efficiency", "float64", "1", "profiled compute / predicted_step_s"),
+        C("comm_span_s", "float64", "s", "mean communication span per step (first start to last completion)"),
+        C("predicted_comm_s", "float64", "s", "alpha-beta time of the step's reductions one after the other "
+                                              "(compare with comm_span_s when overlap is off)"),
         C("monitor_overhead", "float64", "1", "1 - img/s of this variant / img/s of variant 'none' "
                                               "(interleaved runs)"),
         C("final_accuracy", "float64", "1", "held-out accuracy at the end (digits)"),
