@@ -60,6 +60,12 @@ def test_emulated_dilated_run_feeds_the_figure_script(tmp_path):
                          capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     assert fig.returncode == 0, fig.stderr
     assert png.read_bytes()[:4] == b"\x89PNG" and "ring" in fig.stdout
+    what = subprocess.run([sys.executable, "-m", "hpcbench.train.whatif", str(out), "--workers", "2", "64",
+                           "--bandwidth", "1Gbit", "--latency-s", "0"],
+                          capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert what.returncode == 0, what.stderr
+    ring = next(line for line in what.stdout.splitlines() if line.startswith("ring "))
+    assert f"{s['predicted_efficiency'][0]:.3f}" in ring        # the run's own prediction at its 2 workers
     fig = subprocess.run([sys.executable, "analysis/plot_train_monitors.py", str(out), "-o", str(png)],
                          capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     assert fig.returncode == 2 and "interleaved" in fig.stderr       # no monitor variants in this file

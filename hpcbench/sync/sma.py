@@ -23,6 +23,7 @@ class SMASync(Synchroniser):
 
     name = "sma"
     averages = "models"
+    cost_model = "auto"     # the instance's: options.algorithm
 
     def __init__(self, comm, transport=None, options: SyncOptions = SyncOptions()) -> None:
         super().__init__(comm, transport, options)
