@@ -101,6 +101,9 @@ class Worker:
                 self.buckets.attach(self.params)
         else:
             self.model_buffer = torch.zeros(int(sum(profile.numels))) if model is None else None
+            self._handle, self._done = None, math.nan
+            # the model's exchange completes in the background: note when, from backward's hooks
+            self._hooks = [p.register_post_accumulate_grad_hook(lambda p: self._poll()) for p in self.params]
 
     def _add_norm(self, flat: torch.Tensor) -> None:
         self._norm += float(torch.linalg.vector_norm(flat, dtype=torch.float64)) ** 2
@@ -109,6 +112,26 @@ class Worker:
         """Remove hooks (the synchroniser is closed by its owner)."""
         if self.buckets is not None:
             self.buckets.detach()
+        for h in getattr(self, "_hooks", ()):
+            h.remove()
+
+    def _poll(self) -> None:
+        """Advance the open communication; note when a model exchange completes."""
+        if self.buckets is not None:
+            self.buckets.poll()
+        elif self._handle is not None and self._done != self._done and self.sync.test(self._handle):
+            self._done = self.clock()
+
+    def _start_model(self, buf: torch.Tensor, t: int) -> None:
+        self._handle, self._done = self.sync.start(buf, t), math.nan
+
+    def _finish_model(self, t0: float) -> float:
+        """Wait for the model exchange; returns its span from ``t0``."""
+        self._poll()
+        self.sync.wait(self._handle)
+        end = self._done if self._done == self._done else self.clock()
+        self._handle = None
+        return end - t0
 
     # -- one step ---------------------------------------------------------------------------------
     def step(self, t: int, monitors=()) -> StepRecord:
@@ -164,18 +187,16 @@ class Worker:
         t0 = self.clock()
         vec = torch.nn.utils.parameters_to_vector(self.params).detach()
         buf = vec.clone()
-        handle = self.sync.start(buf, t)
+        self._start_model(buf, t)
         rec.loss = self._forward_backward(t)
         t1 = self.clock()
-        done_early = self.sync.test(handle)
-        self.sync.wait(handle)
+        rec.comm_span_s = self._finish_model(t0)
         t2 = self.clock()
         self.sync.mix(vec, buf, t)
         torch.nn.utils.vector_to_parameters(vec, self.params)
         self._optimize()
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
-        rec.comm_span_s = (t1 if done_early else t2) - t0
         return rec
 
     def _real_wrapped(self, t: int) -> StepRecord:
@@ -196,19 +217,17 @@ class Worker:
                 return
             self.dilation.sleep(min(left, _POLL_S) if polling else left)
             if polling:
-                self.buckets.poll()
+                self._poll()
 
     def _emulated(self, t: int) -> StepRecord:
         p, rec = self.profile, StepRecord()
         t0 = self.clock()
         if self.sync.averages == "models":
-            handle = self.sync.start(self.model_buffer, t)
-            self._sleep_until(t0 + p.forward_s + p.backward_s, False)
+            self._start_model(self.model_buffer, t)
+            self._sleep_until(t0 + p.forward_s + p.backward_s, True)
             t1 = self.clock()
-            done_early = self.sync.test(handle)
-            self.sync.wait(handle)
+            rec.comm_span_s = self._finish_model(t0)
             t2 = self.clock()
-            rec.comm_span_s = (t1 if done_early else t2) - t0
         else:
             b = self.buckets
             b.begin(want_norm=False)
