@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hpcbench.collectives.cost import predict_allreduce
 from hpcbench.train.buckets import BucketPlan
@@ -43,3 +45,20 @@ def test_prediction_replays_the_bucket_timeline():
     # model averaging: the exchange of the whole model runs from the start of the step
     step, eff, _ = predict_step(prof, [4e7, 4e7], [0.05, 0.2], "pair", 8, a, b, averages="models")
     assert step == pytest.approx(max(0.3, a + 8e7 * b) + 0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from(["sync", "model", "compute", "time_dilation", "compute_time_s", "monitors",
+                                        "interleave_monitors", "link.bandwidth", "link.kind", "bucket_mb",
+                                        "algorithm", "compressor", "batch_size", "link.trace_index"]),
+                       st.one_of(st.text(max_size=20), st.sampled_from(["[ring, sma]", "[ddp]", "emulated", "4",
+                                                                         "-1", "1e400", "[]", "model", "true"])),
+                       max_size=5))
+def test_any_override_gives_a_config_or_a_config_error(overrides):
+    from hpcbench.runtime.config import ConfigError
+    from hpcbench.train.config import TrainConfig, load_config
+
+    try:
+        assert isinstance(load_config(None, overrides), TrainConfig)
+    except ConfigError as exc:
+        assert 0 < len(str(exc)) < 5000
