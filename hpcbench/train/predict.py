@@ -12,6 +12,13 @@ optimizer runs once backward and the last bucket are done:
 
 (``b`` backward, ``o`` optimizer time). Model averaging starts at the step's
 start with the whole model: ``step = max(f + b, T_model) + o``.
+
+Serialising whole buckets is exact for algorithms that keep every rank's
+outgoing link busy through the operation (ring, Rabenseifner). It is
+pessimistic for those that leave links idle in some phases (``star``,
+``tree``: the root's results go out while the leaves already send the next
+bucket), whose consecutive buckets overlap in a real run: measured there,
+efficiency can beat the prediction.
 """
 
 from __future__ import annotations
