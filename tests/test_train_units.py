@@ -62,3 +62,13 @@ def test_any_override_gives_a_config_or_a_config_error(overrides):
         assert isinstance(load_config(None, overrides), TrainConfig)
     except ConfigError as exc:
         assert 0 < len(str(exc)) < 5000
+
+
+def test_horovod_that_cannot_be_imported_is_unavailable_with_its_reason(monkeypatch):
+    import sys
+
+    from hpcbench.sync import Unavailable, get
+
+    monkeypatch.setitem(sys.modules, "horovod.torch", None)        # what an absent wheel looks like
+    with pytest.raises(Unavailable, match="import horovod.torch failed.*build_horovod"):
+        get("horovod")(None)
