@@ -53,13 +53,14 @@ def main(argv: list[str] | None = None) -> int:
             for p, r in sorted(by_p.items()):
                 print(f"{model:<13} {link[:44]:<44} {p:>7} {name:<18} {r['img_per_s_total']:>9.1f} "
                       f"{r['ideal_img_per_s_total']:>9.1f} {r['efficiency']:>6.3f} {r['predicted_efficiency']:>6.3f}")
+    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted({r["sync"] for r in rows}))}
     n = len(panels)
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.4), squeeze=False)
     for ax, ((model, link), syncs) in zip(axes[0], sorted(panels.items())):
         ideal = {}
         for name, by_p in sorted(syncs.items()):
             ps = sorted(by_p)
-            (h,) = ax.plot(ps, [by_p[p]["img_per_s_total"] for p in ps], "o-", label=name)
+            (h,) = ax.plot(ps, [by_p[p]["img_per_s_total"] for p in ps], "o-", label=name, color=colors[name])
             pred = [by_p[p]["predicted_efficiency"] * by_p[p]["ideal_img_per_s_total"] for p in ps]
             if any(math.isfinite(v) for v in pred):
                 ax.plot(ps, pred, ":", color=h.get_color())
