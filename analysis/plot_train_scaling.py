@@ -1,0 +1,86 @@
+"""Figure 9 analogue: data-parallel throughput against ideal, per synchroniser and worker count.
+
+Usage::
+
+    python analysis/plot_train_scaling.py results/train-fig9/*.h5 -o results/train-fig9.png
+
+Reads hpcbench training result files (kind ``train``), groups them by model
+and link (one panel each) and draws, against the number of workers, the
+total throughput of every synchroniser (solid), its alpha-beta prediction
+(dotted, where the link is modelled) and the ideal, ``workers x`` one
+worker's throughput without communication (dashed grey), as KungFu's figure 9
+(Mai et al., OSDI'20). Prints one row per point: efficiency (measured over
+ideal) beside the predicted one. Never imports MPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_results import load_runs, summary_rows  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Draw the figure and print the table; returns the exit status."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", type=Path, help="hpcbench train result files (.h5)")
+    ap.add_argument("-o", "--output", type=Path, default=Path("results/train-fig9.png"))
+    args = ap.parse_args(argv)
+    try:
+        rows = [r for r in summary_rows(load_runs(args.files, "plot_train_scaling")) if r["variant"] == "none"]
+    except SystemExit as exc:
+        return int(exc.code)
+    if not rows:
+        print("plot_train_scaling: error: no completed synchroniser run in the files", file=sys.stderr)
+        return 2
+    panels = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        panels[(r["model"], r["link"])][r["sync"]][r["workers"]] = r
+    print(f"{'model':<13} {'link':<44} {'workers':>7} {'sync':<18} {'img/s':>9} {'ideal':>9} {'eff':>6} {'pred':>6}")
+    for (model, link), syncs in sorted(panels.items()):
+        for name, by_p in sorted(syncs.items()):
+            for p, r in sorted(by_p.items()):
+                print(f"{model:<13} {link[:44]:<44} {p:>7} {name:<18} {r['img_per_s_total']:>9.1f} "
+                      f"{r['ideal_img_per_s_total']:>9.1f} {r['efficiency']:>6.3f} {r['predicted_efficiency']:>6.3f}")
+    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted({r["sync"] for r in rows}))}
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.4), squeeze=False)
+    for ax, ((model, link), syncs) in zip(axes[0], sorted(panels.items())):
+        ideal = {}
+        for name, by_p in sorted(syncs.items()):
+            ps = sorted(by_p)
+            (h,) = ax.plot(ps, [by_p[p]["img_per_s_total"] for p in ps], "o-", label=name, color=colors[name])
+            pred = [by_p[p]["predicted_efficiency"] * by_p[p]["ideal_img_per_s_total"] for p in ps]
+            if any(math.isfinite(v) for v in pred):
+                ax.plot(ps, pred, ":", color=h.get_color())
+            for p in ps:
+                ideal.setdefault(p, by_p[p]["ideal_img_per_s_total"])
+        ps = sorted(ideal)
+        ax.plot(ps, [ideal[p] for p in ps], "--", color="grey", label="ideal")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("workers")
+        ax.set_ylabel("images/s (total)")
+        ax.set_title(f"{model}\n{link}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle("throughput against ideal (dotted: alpha-beta prediction)", fontsize=10)
+    fig.tight_layout()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Reading hpcbench training result files (kind ``train``) for the figure scripts; never imports MPI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hpcbench.results import read_attrs, read_table  # noqa: E402
+
+__all__ = ["load_runs", "summary_rows"]
+
+
+def load_runs(paths, prog: str) -> list[dict]:
+    """Attributes and ``summary`` table of every file; raises ``SystemExit(2)`` with one line on a bad file."""
+    runs = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            print(f"{prog}: error: {path}: no such file", file=sys.stderr)
+            raise SystemExit(2)
+        try:
+            attrs = read_attrs(path)
+            if attrs.get("kind") != "train":
+                raise ValueError(f"{path}: kind {attrs.get('kind')!r}, expected 'train'")
+            runs.append({"path": path, "attrs": attrs, "summary": read_table(path, "summary")})
+        except (OSError, KeyError, ValueError) as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+    return runs
+
+
+def summary_rows(runs: list[dict]) -> list[dict]:
+    """One dict per completed (file, synchroniser, variant) summary row, with the file's attributes."""
+    rows = []
+    for run in runs:
+        s, a = run["summary"], run["attrs"]
+        for i in range(len(s["sync"])):
+            if not str(s["status"][i]).startswith("ok"):
+                continue
+            row = {k: (v[i].decode() if isinstance(v[i], bytes) else v[i]) for k, v in s.items()}
+            row.update(model=str(a.get("model")), link=str(a.get("link_model")), workers=int(s["workers"][i]),
+                       compute=str(a.get("compute_mode")), dilation=float(a.get("time_dilation", np.nan)),
+                       path=str(run["path"]))
+            rows.append(row)
+    return rows

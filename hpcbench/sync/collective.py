@@ -1,0 +1,48 @@
+"""One synchroniser per hpcbench allreduce algorithm (``ring``, ``rabenseifner``, ``tree``, ... and ``auto``).
+
+Each gradient bucket is reduced by :func:`hpcbench.collectives.iallreduce`
+with ``op="avg"`` and the named algorithm, progressed by the collectives'
+background thread while backward goes on. The classes are made from the
+algorithm registry (:func:`for_algorithm`), so a newly registered algorithm
+is a synchroniser without any line here.
+"""
+
+from __future__ import annotations
+
+from hpcbench.collectives import iallreduce
+from hpcbench.sync.base import Synchroniser
+
+__all__ = ["CollectiveSync", "for_algorithm"]
+
+
+class CollectiveSync(Synchroniser):
+    """hpcbench's nonblocking allreduce (``iallreduce(op="avg")``) of each bucket with one algorithm.
+
+    Costs follow the algorithm's registered alpha-beta-gamma model (Thakur,
+    Rabenseifner and Gropp 2005; Patarasuk and Yuan 2009 for the ring). Bytes
+    go through ``transport`` (a modelled link when the config asks for one).
+    """
+
+    algorithm = "auto"
+
+    def start(self, flat, index):
+        kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}
+        return iallreduce(flat, flat, op="avg", algorithm=self.algorithm, name=f"grad{index}", **kw)
+
+    def test(self, handle):
+        return handle.test()
+
+    def wait(self, handle):
+        handle.wait()
+
+
+_CLASSES: dict[str, type[CollectiveSync]] = {}
+
+
+def for_algorithm(algorithm: str) -> type[CollectiveSync]:
+    """The synchroniser class of allreduce algorithm ``algorithm`` (a registry name or ``"auto"``)."""
+    if algorithm not in _CLASSES:
+        _CLASSES[algorithm] = type(f"CollectiveSync_{algorithm}", (CollectiveSync,),
+                                   {"name": algorithm, "algorithm": algorithm, "cost_model": algorithm,
+                                    "__doc__": CollectiveSync.__doc__})
+    return _CLASSES[algorithm]

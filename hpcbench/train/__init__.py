@@ -1,0 +1,1 @@
+"""Data-parallel training runner (``python -m hpcbench.train``): KungFu's benchmark on hpcbench's collectives."""

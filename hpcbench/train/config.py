@@ -1,0 +1,162 @@
+"""Typed job configuration of ``python -m hpcbench.train`` (YAML, ``--dotted.key VALUE`` overrides).
+
+Allowed names come from the registries: models from
+:data:`hpcbench.train.models.MODELS`, synchronisers from
+:func:`hpcbench.sync.names`, monitors from :data:`hpcbench.monitors.MONITORS`,
+compressors from :mod:`hpcbench.compress.registry`, algorithms from
+:mod:`hpcbench.collectives.algorithms`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from hpcbench.runtime import config as _config
+from hpcbench.runtime.config import ConfigError, Strict
+
+__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError"]
+
+
+def _choose(kind: str, value: str, known) -> str:
+    known = list(known)
+    if value not in known:
+        raise ValueError(f"unknown {kind} {value!r}; choose from {', '.join(known) or 'none registered'}")
+    return value
+
+
+class LinkConfig(Strict):
+    """The links hpcbench's collectives run over: ``shared`` (MPI over shared memory) or ``model``.
+
+    ``model``: every message takes ``latency_s + 8 bytes / bandwidth``
+    (:class:`hpcbench.collectives.linkmodel.LinkTransport`), or follows row
+    ``trace_index`` of the bundled MobiPerf speed tests (kbit/s samples times
+    ``trace_scale``, one per ``trace_interval_s``).
+    """
+
+    kind: Literal["shared", "model"] = "shared"
+    latency_s: float = Field(0.0, ge=0.0, description="per-message latency (model links)")
+    bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit")
+    trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
+    trace_scale: float = Field(1.0, gt=0.0)
+    trace_interval_s: float = Field(1.0, gt=0.0)
+
+    @field_validator("bandwidth")
+    @classmethod
+    def _rate(cls, v):
+        from hpcbench.collectives.linkmodel import parse_rate
+
+        parse_rate(v)
+        return v
+
+
+class TrainConfig(Strict):
+    """One training job: a model, its data, and the synchronisers to run side by side."""
+
+    job_name: str = "train"
+    output: str = "results/{job_name}-{start}.h5"
+    seed: int = 0
+    model: str = Field("resnet18", description="resnet18, resnet50, mobilenet_v2, vgg16, digits_mlp, digits_cnn")
+    image_size: int = Field(224, ge=8, description="synthetic images are image_size x image_size (KungFu: 224)")
+    batch_size: int = Field(32, ge=1, description="samples per worker per step")
+    lr: float = Field(0.01, gt=0.0, description="SGD learning rate (KungFu: 0.01)")
+    warmup: int = Field(10, ge=0, description="warm-up steps before each synchroniser's measurement")
+    iterations: int = Field(10, ge=1, description="measured iterations (per monitor variant)")
+    batches_per_iter: int = Field(10, ge=1, description="steps per iteration")
+    sync: list[str] = Field(["ring"], description="synchronisers, run one after the other")
+    interleave_sync: bool = Field(False, description="run the synchronisers' iterations in turn (round robin), "
+                                                     "so that drifts of the machine's load fall on all alike")
+    bucket_mb: float = Field(25.0, gt=0.0, description="gradient bucket size in MiB (DDP's default 25)")
+    overlap: bool = Field(True, description="start each bucket during backward (false: after backward)")
+    algorithm: str = Field("auto", description="allreduce algorithm of sma")
+    compressor: str = Field("none", description="compressor of the compressed synchroniser")
+    compress_ratio: float = Field(0.01, gt=0.0, le=1.0)
+    sma_alpha: float = Field(0.1, gt=0.0, le=1.0)
+    monitors: list[str] = Field([], description="online monitors (hpcbench.monitors registry)")
+    monitor_interval: int = Field(1, ge=1)
+    interleave_monitors: bool = Field(False, description="cycle iterations through no monitor and each monitor "
+                                                         "alone (figure 8)")
+    compute: Literal["real", "emulated"] = "real"
+    compute_time_s: Optional[float] = Field(None, gt=0.0, description="emulated: one step's compute (forward, "
+                                                                      "backward, optimizer); default profiled")
+    profile_steps: int = Field(3, ge=1, description="steps timed to profile the compute")
+    time_dilation: float = Field(1.0, ge=1.0)
+    link: LinkConfig = LinkConfig()
+    progress: bool = Field(True, description="tqdm bar on rank 0")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v):
+        from hpcbench.train.models import MODELS
+
+        return _choose("model", v, MODELS)
+
+    @field_validator("sync")
+    @classmethod
+    def _sync(cls, v):
+        from hpcbench.sync import names
+
+        if not v:
+            raise ValueError("give at least one synchroniser")
+        for s in v:
+            _choose("synchroniser", s, names())
+        if len(set(v)) != len(v):
+            raise ValueError(f"synchroniser listed twice in {v!r}")
+        return v
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, v):
+        from hpcbench.collectives import algorithm_names
+
+        return _choose("algorithm", v, [*algorithm_names(), "auto"])
+
+    @field_validator("compressor")
+    @classmethod
+    def _compressor(cls, v):
+        from hpcbench.compress.registry import names
+
+        return _choose("compressor", v, names())
+
+    @field_validator("monitors")
+    @classmethod
+    def _monitors(cls, v):
+        from hpcbench.monitors import MONITORS
+
+        for m in v:
+            _choose("monitor", m, MONITORS)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        from hpcbench.sync import get
+
+        if self.compute == "real":
+            if self.time_dilation != 1.0:
+                raise ValueError(f"time_dilation: {self.time_dilation} needs compute: emulated (real compute "
+                                 f"cannot be dilated)")
+            if self.compute_time_s is not None:
+                raise ValueError(f"compute_time_s: {self.compute_time_s} needs compute: emulated")
+        else:
+            bad = [s for s in self.sync if not get(s).emulates]
+            if bad:
+                raise ValueError(f"sync: {bad[0]!r} needs compute: real (it runs the real model)")
+        if self.monitors:
+            bad = [s for s in self.sync if get(s).averages == "models"]
+            if bad:
+                raise ValueError(f"monitors: {self.monitors} need synchronised gradients; sync {bad[0]!r} "
+                                 f"averages models")
+        elif self.interleave_monitors:
+            raise ValueError("interleave_monitors: true needs at least one entry in monitors")
+        return self
+
+
+def flatten_keys() -> list[str]:
+    """Every dotted key of :class:`TrainConfig`."""
+    return _config.flatten_keys(TrainConfig)
+
+
+def load_config(path=None, overrides=None) -> TrainConfig:
+    """Read and validate a training job file; :class:`ConfigError` names the key and the value."""
+    return _config.load_config(TrainConfig, path, overrides)

@@ -1,0 +1,70 @@
+"""The HDF5 tables of a training run (schema in docs/results-schema.md)."""
+
+from __future__ import annotations
+
+__all__ = ["make_tables", "STEP_FIELDS"]
+
+#: the per-rank step numbers gathered to rank 0 (order of ``StepRecord.vector``)
+STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "loss", "local_sq_norm")
+
+
+def make_tables(results, monitor_columns: list[str]) -> dict:
+    """Create the ``steps``, ``iterations``, ``summary`` and ``buckets`` tables; returns them by name."""
+    from hpcbench.results import Column as C
+
+    steps = results.table("steps", [
+        C("sync", "str", "", "synchroniser"),
+        C("variant", "str", "", "monitors active in this step ('none', a monitor name, or names joined by +)"),
+        C("iteration", "int64", "1", "measured iteration (-1: warm-up)"),
+        C("step", "int64", "1", "step of this synchroniser's run, from 0"),
+        C("warmup", "bool", "1", "a warm-up step (not in the summaries)"),
+        C("step_s", "float64", "s", "slowest rank's step time (modelled seconds)"),
+        C("compute_s", "float64", "s", "forward + backward + optimizer, mean over ranks (NaN: wrapped)"),
+        C("comm_span_s", "float64", "s", "first bucket started to last completed, mean over ranks"),
+        C("comm_exposed_s", "float64", "s", "communication not hidden by backward, less the wait for "
+                                            "slower peers, mean over ranks"),
+        C("wait_s", "float64", "s", "wait for the slowest rank's compute (max compute - own), mean over ranks"),
+        C("hidden_fraction", "float64", "1", "1 - (exposed / span): share of communication hidden, mean"),
+        C("monitor_s", "float64", "s", "time in monitors, mean over ranks"),
+        C("samples_per_s_worker", "float64", "1/s", "batch_size / step_s"),
+        C("samples_per_s_total", "float64", "1/s", "workers x batch_size / step_s"),
+        C("loss", "float64", "1", "training loss, mean over ranks (NaN: emulated)"),
+        C("local_sq_norm", "float64", "1", "rank 0's |g_local|^2 before synchronisation (NaN: not measured)"),
+        *[C(name, "float64", "1", "monitor output (NaN: not observed this step)") for name in monitor_columns],
+    ], "one row per training step")
+    iters = results.table("iterations", [
+        C("sync", "str", "", ""), C("variant", "str", "", ""),
+        C("iteration", "int64", "1", "measured iteration, from 0"),
+        C("img_per_s_worker", "float64", "1/s", "batch_size x batches_per_iter / sum of step_s (KungFu's "
+                                                 "'img/sec per worker')"),
+        C("accuracy", "float64", "1", "rank 0 replica's held-out accuracy after the iteration (digits)"),
+    ], "one row per measured iteration")
+    summary = results.table("summary", [
+        C("sync", "str", "", ""), C("variant", "str", "", ""),
+        C("status", "str", "", "'ok' or 'skipped: reason'"),
+        C("workers", "int64", "1", ""),
+        C("img_per_s_worker", "float64", "1/s", "mean over iterations"),
+        C("img_per_s_worker_ci", "float64", "1/s", "1.96 x std over iterations (KungFu's +-)"),
+        C("img_per_s_total", "float64", "1/s", "workers x img_per_s_worker"),
+        C("step_s", "float64", "s", "mean measured step"),
+        C("compute_s", "float64", "s", "mean compute per step"),
+        C("ideal_img_per_s_total", "float64", "1/s", "workers x batch / compute without communication "
+                                                     "(profiled when emulated, measured in the run when real)"),
+        C("efficiency", "float64", "1", "img_per_s_total / ideal_img_per_s_total"),
+        C("hidden_fraction", "float64", "1", "mean share of communication hidden behind backward"),
+        C("predicted_step_s", "float64", "s", "alpha-beta model with bucket overlap (NaN: no link model)"),
+        C("predicted_efficiency", "float64", "1", "profiled compute / predicted_step_s"),
+        C("comm_span_s", "float64", "s", "mean communication span per step (first start to last completion)"),
+        C("predicted_comm_s", "float64", "s", "alpha-beta time of the step's reductions one after the other "
+                                              "(compare with comm_span_s when overlap is off)"),
+        C("monitor_overhead", "float64", "1", "1 - img/s of this variant / img/s of variant 'none' "
+                                              "(interleaved runs)"),
+        C("final_accuracy", "float64", "1", "held-out accuracy at the end (digits)"),
+    ], "one row per synchroniser and monitor variant")
+    buckets = results.table("buckets", [
+        C("bucket", "int64", "1", "bucket index (0 holds the last layers)"),
+        C("bytes", "int64", "B", "float32 gradient bytes"),
+        C("params", "int64", "1", "parameter tensors in the bucket"),
+        C("ready_s", "float64", "s", "profiled time the bucket is complete, from the start of backward"),
+    ], "gradient buckets of the model")
+    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets}

@@ -1,0 +1,140 @@
+"""Gradient synchronisers inside an MPI job (any world size 1..4).
+
+Every allreduce synchroniser trains the same model as one process on the
+concatenated batch (exactly at world size 1, within float reassociation
+otherwise); ``compressed`` applies exactly the dense allreduce of the
+decompressed contributions; SMA and pair averaging converge on the digits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hpcbench.runtime.dilation import NO_DILATION
+from hpcbench.sync import SyncOptions, Unavailable, build, names
+from hpcbench.train.data import DigitsTask
+from hpcbench.train.models import build_model
+from hpcbench.train.profile import ComputeProfile
+from hpcbench.train.worker import Worker
+
+BATCH, STEPS, LR = 8, 3, 0.1
+ALLREDUCE = [n for n in names() if n not in ("sma", "pair")]   # every gradient-averaging synchroniser
+
+
+@pytest.fixture(scope="module")
+def arrays():
+    return DigitsTask.load(0)
+
+
+def _profile(model) -> ComputeProfile:
+    numels = tuple(p.numel() for p in model.parameters())
+    return ComputeProfile(0.0, 0.0, 0.0, np.zeros(len(numels)), numels)
+
+
+def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, **opts):
+    torch.set_num_threads(1)
+    try:
+        sync = build(name, comm, None, SyncOptions(bucket_bytes=bucket_bytes, **opts))
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    m = build_model(model, 0)
+    data = DigitsTask(BATCH, 0, comm.rank, comm.size, arrays)
+    return Worker(m, sync, _profile(m), data, BATCH, lr, bucket_bytes, True, NO_DILATION), data
+
+
+def _reference(comm, arrays, steps=STEPS):
+    """One process training on every worker's batch at once (the global batch)."""
+    model = build_model("digits_mlp", 0)
+    data = DigitsTask(BATCH * comm.size, 0, 0, 1, arrays)
+    data.global_batch = BATCH * comm.size
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    for t in range(steps):
+        idx = torch.from_numpy(DigitsTask(BATCH, 0, 0, comm.size, arrays).global_indices(t))
+        loss = torch.nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return [p.detach() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("name", ALLREDUCE)
+def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, arrays, name):
+    opts = {"compressor": "none"} if name == "compressed" else {}
+    worker, _ = _worker(name, comm, arrays, **opts)
+    try:
+        if worker.buckets is not None:
+            assert len(worker.plan.buckets) > 1            # several buckets, started during backward
+        for t in range(STEPS):
+            rec = worker.step(t)
+            assert rec.step_s > 0 and np.isfinite(rec.loss)
+        got = [p.detach() for p in worker.model.parameters()]
+    finally:
+        worker.close()
+        worker.sync.close()
+    want = _reference(comm, arrays)
+    for g, w in zip(got, want):
+        if comm.size == 1:
+            assert torch.equal(g, w), name
+        else:
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    # every replica holds the same model
+    flat = torch.cat([g.reshape(-1) for g in got]).numpy()
+    spread = comm.allreduce(float(np.abs(flat - comm.bcast(flat, root=0)).max()), op=__import__("mpi4py").MPI.MAX)
+    assert spread <= 1e-6
+
+
+def test_local_squared_norm_is_the_norm_before_synchronisation(comm, arrays):
+    worker, data = _worker("ring", comm, arrays)
+    try:
+        model_copy = build_model("digits_mlp", 0)
+        x, y = data.batch(0)
+        torch.nn.functional.cross_entropy(model_copy(x), y).backward()
+        want = sum(float(p.grad.double().pow(2).sum()) for p in model_copy.parameters())
+        rec = worker.step(0)
+    finally:
+        worker.close()
+    assert rec.local_sq_norm == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("compressor,opts", [("topk", {"compress_ratio": 0.1}), ("qsgd", {})])
+def test_compressed_is_the_dense_allreduce_of_the_decompressed_contributions(comm, compressor, opts):
+    """Two steps (error feedback in play): the bucket becomes sum_r D(C(g_r + e_r)) / p."""
+    from hpcbench.compress import registry
+    from hpcbench.compress.memory import ErrorFeedback
+
+    sync = build("compressed", comm, None, SyncOptions(compressor=compressor, seed=3, **({"compress_ratio": 0.1}
+                                                                                     if opts else {})))
+    ref = registry.build(compressor, compress_ratio=opts.get("compress_ratio"), seed=3 * 1009 + comm.rank)
+    mem = ErrorFeedback()
+    gen = torch.Generator().manual_seed(comm.rank)
+    for step in range(2):
+        g = torch.randn(3000, generator=gen)
+        acc, payload, ctx = mem.compress(g.clone(), "bucket0", ref)
+        decoded = ref.decompress(payload, ctx).reshape(-1).clone()
+        mem.update(acc, "bucket0", ref, payload, ctx)
+        everyone = comm.allgather(decoded.numpy())
+        want = torch.from_numpy(np.sum(everyone, axis=0, dtype=np.float32)) / comm.size
+        flat = g.clone()
+        sync.wait(sync.start(flat, 0))
+        if comm.size == 1:
+            assert torch.equal(flat, want)
+        else:
+            torch.testing.assert_close(flat, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sma", "pair"])
+def test_model_averaging_converges_on_digits(comm, arrays, name):
+    worker, data = _worker(name, comm, arrays, lr=0.3, seed=1)
+    try:
+        first = [worker.step(t).loss for t in range(5)]
+        for t in range(5, 200):
+            rec = worker.step(t)
+        last = [worker.step(t).loss for t in range(200, 210)]
+    finally:
+        worker.close()
+    acc = data.accuracy(worker.model)
+    assert np.mean(last) < 0.5 * np.mean(first)
+    assert acc > 0.85, acc
+    assert rec.comm_span_s >= 0 and np.isfinite(rec.exposed_s)

@@ -1,0 +1,117 @@
+"""``python -m hpcbench.train`` end to end at -np 2: real and emulated runs, the figure scripts, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hpcbench.results import read_attrs, read_table
+from mpitools import ROOT, run_mpi
+
+QUICK = ["jobs/configs/train-quick.yaml", "--warmup", "1", "--iterations", "2", "--batches_per_iter", "2",
+         "--progress", "false"]
+
+
+@pytest.mark.mpi
+def test_real_run_side_by_side_writes_kungfu_lines_and_tables(tmp_path):
+    """ResNet-18 at 32x32: hpcbench's ring (overlapped) beside DDP, one file."""
+    out = tmp_path / "r.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.train", *QUICK, "--batch_size", "4", "--sync", "[ring, ddp]",
+                       "--bucket_mb", "8", "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "compute real" in proc.stdout and "time dilation 1" in proc.stdout and "link shared" in proc.stdout
+    assert proc.stdout.count("Iter #") == 4 and proc.stdout.count("Img/sec per worker: ") == 2
+    attrs = read_attrs(out)
+    assert attrs["compute_mode"] == "real" and attrs["time_dilation"] == 1.0 and attrs["status"] == "completed"
+    assert attrs["parameters"] == 11689512 and attrs["buckets"] == 5   # 46.8 MB in buckets closed at >= 8 MiB
+    summary = read_table(out, "summary")
+    assert list(summary["sync"].astype(str)) == ["ring", "ddp"]
+    assert np.all(summary["img_per_s_worker"] > 0)
+    steps = read_table(out, "steps")
+    ring = (steps["sync"].astype(str) == "ring") & ~steps["warmup"]
+    assert np.all((steps["hidden_fraction"][ring] >= 0) & (steps["hidden_fraction"][ring] <= 1))
+    assert np.all(steps["comm_span_s"][ring] > 0) and np.all(np.isfinite(steps["loss"][ring]))
+    assert np.all(steps["local_sq_norm"][~steps["warmup"]] > 0)       # ring's hooks and DDP's comm hook
+    np.testing.assert_allclose(steps["samples_per_s_total"], 2 * steps["samples_per_s_worker"])
+
+
+@pytest.mark.mpi
+def test_emulated_dilated_run_feeds_the_figure_script(tmp_path):
+    """Emulated compute over a modelled 1 Gbit/s link, dilated; prediction recorded; figure 9 drawn."""
+    out = tmp_path / "e.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.train", *QUICK, "--model", "digits_mlp", "--batch_size", "16",
+                       "--compute", "emulated", "--compute_time_s", "0.02", "--time_dilation", "3",
+                       "--link.kind", "model", "--link.bandwidth", "1Gbit", "--sync", "[ring, sma]",
+                       "--bucket_mb", "0.01", "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "compute emulated (given" in proc.stdout and "time dilation 3" in proc.stdout
+    attrs = read_attrs(out)
+    assert attrs["compute_mode"] == "emulated" and attrs["time_dilation"] == 3.0
+    assert "1Gbit" in attrs["link_model"]
+    s = read_table(out, "summary")
+    assert np.all(np.isfinite(s["predicted_efficiency"]))
+    # emulated compute is the given 20 ms: modelled (undilated) step times, not 3x longer
+    assert 0.018 < float(np.median(s["step_s"])) < 0.03
+    png = tmp_path / "f9.png"
+    fig = subprocess.run([sys.executable, "analysis/plot_train_scaling.py", str(out), "-o", str(png)],
+                         capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert fig.returncode == 0, fig.stderr
+    assert png.read_bytes()[:4] == b"\x89PNG" and "ring" in fig.stdout
+    what = subprocess.run([sys.executable, "-m", "hpcbench.train.whatif", str(out), "--workers", "2", "64",
+                           "--bandwidth", "1Gbit", "--latency-s", "0"],
+                          capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert what.returncode == 0, what.stderr
+    ring = next(line for line in what.stdout.splitlines() if line.startswith("ring "))
+    assert f"{s['predicted_efficiency'][0]:.3f}" in ring        # the run's own prediction at its 2 workers
+    fig = subprocess.run([sys.executable, "analysis/plot_train_monitors.py", str(out), "-o", str(png)],
+                         capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert fig.returncode == 2 and "interleaved" in fig.stderr       # no monitor variants in this file
+
+
+@pytest.mark.parametrize("n,args,needle", [
+    (2, ["--sync", "[ring, warp]"], "warp"),
+    (1, ["--time_dilation", "4"], "time_dilation"),
+    (1, ["--monitors", "[gns_typo]"], "gns_typo"),
+])
+def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
+    out = tmp_path / "bad.h5"
+    proc = run_mpi(n, ["-m", "hpcbench.train", *QUICK, *args, "--output", str(out)], timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    ({"compute": "emulated", "sync": "[ddp]"}, "'ddp' needs compute: real"),
+    ({"compute_time_s": "0.1"}, "compute_time_s"),
+    ({"link.bandwidth": "fast"}, "link.bandwidth"),
+    ({"sync": "[sma]", "monitors": "[probe]"}, "averages models"),
+    ({"interleave_monitors": "true"}, "interleave_monitors"),
+    ({"compressor": "zip"}, "zip"),
+    ({"model": "resnet1000"}, "resnet1000"),
+    ({"sync": "[]"}, "at least one"),
+])
+def test_config_errors_name_the_key_and_value(monkeypatch, overrides, needle):
+    from hpcbench import monitors
+    from hpcbench.runtime.config import ConfigError
+    from hpcbench.train.config import load_config
+
+    monkeypatch.setitem(monitors.MONITORS, "probe", monitors.Monitor)
+    with pytest.raises(ConfigError, match=needle.replace("[", "\\[")):
+        load_config(str(ROOT / "jobs/configs/train-quick.yaml"), overrides)
+
+
+def test_every_synchroniser_and_model_is_accepted_by_name():
+    """The config's names are the registries' (no second list)."""
+    from hpcbench.sync import names
+    from hpcbench.train.config import load_config
+    from hpcbench.train.models import MODELS
+
+    cfg = load_config(None, {"sync": "[" + ", ".join(names()) + "]"})
+    assert cfg.sync == names() and {"ring", "rabenseifner", "tree", "star", "binary_tree_star", "auto", "mpi",
+                                    "horovod", "ddp", "compressed", "sma", "pair"} <= set(names())
+    for m in MODELS:
+        assert load_config(None, {"model": m}).model == m
