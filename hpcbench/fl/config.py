@@ -15,6 +15,8 @@ from typing import Annotated, Literal, Mapping, Union
 
 from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
+from hpcbench.fl.config_async import AsyncConfig
+from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict
 
@@ -103,6 +105,12 @@ class FLConfig(_Strict):
     its executors, ``all`` every executor, or a number. The active executors
     rotate round by round; results do not depend on it (see
     :mod:`hpcbench.fl.emulation`).
+
+    ``mode``: ``sync`` (FedAvg rounds) or ``async`` (FedBuff, settings in
+    ``asynchronous``; see :mod:`hpcbench.fl.asynchronous`). ``dropouts``:
+    clients offline at their finish time drop out (see
+    :mod:`hpcbench.fl.clock`). ``uplink_compression`` / ``downlink_compression``:
+    compressed client updates and model broadcasts (see :mod:`hpcbench.fl.uplink`).
     """
 
     job_name: str = Field("fl", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
@@ -124,6 +132,11 @@ class FLConfig(_Strict):
     target_accuracy: float = Field(0.9, gt=0, le=1)
     stop_at_target: bool = False
     traces: TracesConfig = TracesConfig()
+    mode: Literal["sync", "async"] = "sync"
+    asynchronous: AsyncConfig = AsyncConfig()
+    dropouts: bool = True
+    uplink_compression: UplinkCompressionConfig = UplinkCompressionConfig()
+    downlink_compression: CompressionConfig = CompressionConfig()
     output: str = "results/{job_name}-{start}.h5"
     progress: bool = True
 

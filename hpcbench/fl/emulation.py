@@ -41,7 +41,7 @@ import torch
 from mpi4py import MPI
 
 from hpcbench.fl.output import (CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED,
-                                STATUS_STRAGGLER)
+                                STATUS_DROPOUT, STATUS_STRAGGLER)
 from hpcbench.fl.training import client_generator, evaluate, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.lifecycle import fault_point
@@ -129,6 +129,8 @@ class Emulation:
         self._trained = 0
         self._train_wall = 0.0
         self._sizes = dataset.client_sizes()
+        self.uplink = None  # hpcbench.fl.uplink.UpdateCodec (rank 0 encodes); None: uncompressed
+        self.downlink = None
 
     # -- who trains ----------------------------------------------------------------------------
     def _executor_nodes(self) -> list[tuple[list[int], int]]:
@@ -255,6 +257,36 @@ class Emulation:
         sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
         return ctrl[1:1 + ctrl[0]].copy()
 
+    # -- compression (rank 0) ---------------------------------------------------------------
+    def broadcast_model(self, params: np.ndarray) -> np.ndarray:
+        """The global model as clients receive it: decoded by the downlink codec, or ``params`` itself."""
+        if self.downlink is None:
+            return params
+        return self.downlink.encode(params)[0]
+
+    def encode_updates(self, client_ids: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+        """Replace each row of ``deltas`` by what the server decodes from its client's upload, in place.
+
+        Rows are encoded in the given order (each client's residual is its
+        own; the order fixes shared compressor state). Returns the uplink
+        bytes of each row (int64, shape (m,)).
+
+        Raises
+        ------
+        RuntimeError
+            If a payload's size differs from the size the virtual clock charged.
+        """
+        nbytes = np.zeros(len(client_ids), np.int64)
+        if self.uplink is None:
+            nbytes[:] = self.clock.up_bytes
+            return nbytes
+        for i, cid in enumerate(client_ids):
+            deltas[i], nbytes[i] = self.uplink.encode(deltas[i], int(cid))
+        if np.any(nbytes != self.clock.up_bytes):
+            raise RuntimeError(f"uplink payloads of {sorted(set(nbytes.tolist()))} bytes, but the virtual "
+                               f"clock charged {self.clock.up_bytes}")
+        return nbytes
+
     # -- the loop ---------------------------------------------------------------------------
     def run(self, results=None, progress=None) -> Summary:
         """Run all rounds; rank 0 writes ``results`` (a ResultsFile) and returns the summary."""
@@ -292,9 +324,10 @@ class Emulation:
             if stop:
                 break
             timing, plan = self._plan(round_)
-            sends = self._dispatch(round_, params, plan)
+            sent = self.broadcast_model(params)
+            sends = self._dispatch(round_, sent, plan)
             mine = plan.get(0, np.zeros(0, np.int64))
-            _, deltas, meta = self._train(mine, round_, torch.from_numpy(params))
+            _, deltas, meta = self._train(mine, round_, torch.from_numpy(sent))
             # aggregator: gather every executor's block, order by client id, aggregate
             blocks = {0: (mine, deltas, meta)} if len(mine) else {}
             reqs = []
@@ -306,15 +339,20 @@ class Emulation:
                 blocks[rank] = (ids, d, m)
             wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
             sleep_waitall(reqs + sends, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
-            ids_all = np.concatenate([b[0] for b in blocks.values()])
-            ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()])
+            ids_all = np.concatenate([b[0] for b in blocks.values()] or [np.zeros(0, np.int64)])
+            ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()]
+                                       or [np.zeros(0, np.int32)])
             order = np.argsort(ids_all, kind="stable")
             ids_all, ranks_all = ids_all[order], ranks_all[order]
-            deltas_all = np.concatenate([b[1] for b in blocks.values()])[order]
-            meta_all = np.concatenate([b[2] for b in blocks.values()])[order]
-            params = self.aggregator.aggregate(params, deltas_all, meta_all[:, 0], round_)
-            weights = meta_all[:, 0]
-            train_loss = float(np.dot(weights, meta_all[:, 1]) / weights.sum())
+            deltas_all = np.concatenate([b[1] for b in blocks.values()]
+                                        or [np.zeros((0, self.num_params), np.float32)])[order]
+            meta_all = np.concatenate([b[2] for b in blocks.values()] or [np.zeros((0, _META))])[order]
+            up_bytes = self.encode_updates(ids_all, deltas_all)
+            train_loss = math.nan
+            if len(ids_all):  # a round where every client dropped out leaves the model as it was
+                params = self.aggregator.aggregate(params, deltas_all, meta_all[:, 0], round_)
+                weights = meta_all[:, 0]
+                train_loss = float(np.dot(weights, meta_all[:, 1]) / weights.sum())
             acc = loss = math.nan
             if round_ % cfg.eval_interval == 0 or round_ == cfg.rounds:
                 acc, loss = evaluate(self.model, torch.from_numpy(params), x_test, y_test)
@@ -330,7 +368,7 @@ class Emulation:
             summary.rounds = round_
             if results:
                 self._record(rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all,
-                             acc, loss, train_loss, now - t0, now - round_t0)
+                             acc, loss, train_loss, now - t0, now - round_t0, up_bytes)
             if progress is not None:
                 progress.update(1)
                 shown = summary.final_accuracy
@@ -346,7 +384,7 @@ class Emulation:
         return summary
 
     def _record(self, rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all,
-                acc, loss, train_loss, wall, round_wall) -> None:
+                acc, loss, train_loss, wall, round_wall, up_bytes) -> None:
         m = len(timing.client_ids)
         rank_of = np.full(m, -1, np.int32)
         loss_c = np.full(m, math.nan)
@@ -357,19 +395,24 @@ class Emulation:
         loss_c[pos] = meta_all[:, 1]
         wall_c[pos] = meta_all[:, 2]
         cpu_c[pos] = meta_all[:, 3]
+        up_c = np.zeros(m, np.int64)
+        up_c[pos] = up_bytes
         clients_tab.append({
             "round": np.full(m, round_), "client_id": timing.client_ids, "executor_rank": rank_of,
-            "status": [STATUS_AGGREGATED if a else STATUS_STRAGGLER for a in timing.aggregated],
+            "status": [STATUS_AGGREGATED if a else STATUS_DROPOUT if d else STATUS_STRAGGLER
+                       for a, d in zip(timing.aggregated, timing.dropped)],
             "compute_s": timing.compute_s, "communication_s": timing.communication_s,
             "completion_s": timing.completion_s, "num_examples": self._sizes[timing.client_ids],
             "train_loss": loss_c, "train_wall_s": wall_c, "train_cpu_s": cpu_c,
+            "downlink_bytes": np.full(m, self.clock.down_bytes, np.int64), "uplink_bytes": up_c,
         }, flush=False)
         n_agg = int(timing.aggregated.sum())
+        n_drop = int(timing.dropped.sum())
         rounds_tab.append({
             "round": round_, "virtual_time_s": timing.end_s, "round_duration_s": timing.end_s - timing.start_s,
             "wall_time_s": wall, "round_wall_s": round_wall, "test_accuracy": acc, "test_loss": loss,
             "train_loss": train_loss, "online": timing.online, "selected": m, "participants": n_agg,
-            "stragglers": m - n_agg,
+            "stragglers": m - n_agg - n_drop, "dropouts": n_drop,
         })
 
     def _gather_rank_stats(self, results) -> None:

@@ -25,6 +25,8 @@ class Setup:
     clock: object
     aggregator: object
     model_bytes: int
+    uplink: object = None
+    downlink: object = None
 
 
 def _load_trace(kind: str, tc):
@@ -83,8 +85,23 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes,
                          SELECTORS[cfg.selection](cfg))
+    uplink, downlink = _codecs(cfg, model, clock)
     del torch
-    return Setup(cfg, dataset, model, clock, AGGREGATORS[cfg.aggregator](cfg), model_bytes)
+    return Setup(cfg, dataset, model, clock, AGGREGATORS[cfg.aggregator](cfg), model_bytes, uplink, downlink)
+
+
+def _codecs(cfg, model, clock):
+    """Uplink and downlink codecs (see :mod:`hpcbench.fl.uplink`); the clock charges their wire bytes."""
+    from hpcbench.fl.uplink import UpdateCodec, model_tensors
+
+    tensors = model_tensors(model)
+    uplink = UpdateCodec(cfg.uplink_compression, tensors, cfg.seed)
+    downlink = UpdateCodec(cfg.downlink_compression, tensors, cfg.seed) if cfg.downlink_compression.enabled \
+        else None
+    clock.up_bytes = uplink.wire_bytes
+    if downlink is not None:
+        clock.down_bytes = downlink.wire_bytes
+    return uplink, downlink
 
 
 class FLJob(Job):
@@ -137,6 +154,7 @@ class FLJob(Job):
                     time_to_accuracy_s=math.nan, rounds_to_accuracy=-1)
 
     def run(self, results) -> int:
+        from hpcbench.fl.asynchronous_loop import AsyncEmulation
         from hpcbench.fl.emulation import Emulation
 
         cfg, setup, comm = self.cfg, self.setup, self.comm
@@ -144,7 +162,9 @@ class FLJob(Job):
         if comm.rank == 0 and cfg.progress:
             from tqdm import tqdm
             progress = tqdm(total=cfg.rounds, desc=cfg.job_name, unit="round", file=sys.stderr)
-        emu = Emulation(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
+        emu = (AsyncEmulation if cfg.mode == "async" else Emulation)(
+            cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
+        emu.uplink, emu.downlink = setup.uplink, setup.downlink
         try:
             summary = emu.run(results, progress)
         finally:

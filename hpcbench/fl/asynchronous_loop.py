@@ -1,0 +1,246 @@
+"""FedBuff rounds on MPI ranks: rank 0 plans and aggregates, executors train batches of tasks.
+
+The loop mirrors the synchronous one (:mod:`hpcbench.fl.emulation`): rank 0
+runs the whole virtual clock (:class:`hpcbench.fl.asynchronous.FedBuffPlanner`)
+and, for each server update, sends the executors of that batch their tasks
+(client id, task number, which model version) and the distinct model versions
+those tasks start from, in one block; executors train and send their updates
+back. Rank 0 sums them in the planner's buffer order, so the model has the
+same bits at any world size. Each task's shuffles come from
+``client_generator(seed, task number, client id)``: a client that trains twice
+gets two different streams.
+
+Versions. Rank 0 keeps the model of every version that an in-flight task
+started from, as the clients received it (after downlink compression), and
+frees a version as soon as no in-flight task needs it
+(:meth:`~hpcbench.fl.asynchronous.FedBuffPlanner.needed_versions`); the
+``versions_kept`` column records how many were held.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from hpcbench.fl.asynchronous import FedBuffPlanner, fedbuff_sum
+from hpcbench.fl.emulation import _META, _STOP_TAG, Emulation, Summary, assign_clients
+from hpcbench.fl.output import TASK_COLUMNS, UPDATE_COLUMNS
+from hpcbench.fl.training import client_generator, evaluate, train_client
+from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
+from hpcbench.runtime.lifecycle import fault_point
+from hpcbench.runtime.wait import Backoff, sleep_wait, sleep_waitall
+
+__all__ = ["AsyncEmulation"]
+
+
+class AsyncEmulation(Emulation):
+    """One FedBuff job on ``comm`` (``mode: async``); same parameters as :class:`Emulation`.
+
+    ``rounds`` counts server updates; batch ``b`` (the tasks of update ``b``)
+    uses tags ``3b``, ``3b + 1``, ``3b + 2`` and the executors active in round
+    ``b`` of the synchronous rotation.
+    """
+
+    def __init__(self, cfg, comm, dataset, model, clock, aggregator) -> None:
+        super().__init__(cfg, comm, dataset, model, clock, aggregator)
+        section = cfg.asynchronous
+        self.concurrency = section.concurrency or math.ceil(cfg.participants * cfg.overcommitment)
+        self.buffer_size = section.buffer_size or cfg.participants
+        self._cap = self.buffer_size
+
+    # -- messages -------------------------------------------------------------------------
+    def _ctrl(self) -> np.ndarray:
+        """Task count, version count, then client ids, task numbers and version slots (``cap`` each)."""
+        return np.zeros(2 + 3 * self._cap, dtype=np.int64)
+
+    def _train_tasks(self, ctrl: np.ndarray, models: np.ndarray):
+        cfg, cap = self.cfg, self._cap
+        n = int(ctrl[0])
+        buf, deltas, meta = self._result_block(n)
+        for i in range(n):
+            cid, task, slot = int(ctrl[2 + i]), int(ctrl[2 + cap + i]), int(ctrl[2 + 2 * cap + i])
+            res = train_client(self.model, torch.from_numpy(models[slot]), self.dataset.shard(cid),
+                               cfg.local_steps, cfg.batch_size, cfg.learning_rate, cfg.momentum,
+                               client_generator(cfg.seed, task, cid))
+            deltas[i] = res.delta
+            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s)
+            self._train_wall += res.train_wall_s
+        self._trained += n
+        return buf, deltas, meta
+
+    def _work_for(self, tasks: dict, numbers: np.ndarray, versions: dict):
+        """Control block and stacked start models of the tasks ``numbers`` (rank 0)."""
+        cap = self._cap
+        ctrl = self._ctrl()
+        starts = sorted({tasks[k].start_version for k in numbers.tolist()})
+        slot = {v: i for i, v in enumerate(starts)}
+        ctrl[0], ctrl[1] = len(numbers), len(starts)
+        for i, k in enumerate(numbers.tolist()):
+            ctrl[2 + i], ctrl[2 + cap + i], ctrl[2 + 2 * cap + i] = (
+                tasks[k].client_id, k, slot[tasks[k].start_version])
+        models = np.stack([versions[v] for v in starts]) if starts else np.zeros((0, self.num_params), np.float32)
+        return ctrl, np.ascontiguousarray(models, dtype=np.float32)
+
+    def _receive_tasks(self, batch: int, stop_req):
+        """Executor: the batch's control block and models, or None when the job ended first."""
+        ctrl = self._ctrl()
+        req = self.comm.Irecv(ctrl, source=0, tag=3 * batch)
+        backoff = self._idle_backoff()
+        while not req.Test():
+            if stop_req.Test():
+                req.Cancel()
+                req.Wait()
+                return None
+            backoff.pause()
+        models = np.empty((int(ctrl[1]), self.num_params), dtype=np.float32)
+        if ctrl[0]:
+            sleep_waitall(irecv_chunked(self.comm, models, 0, 3 * batch + 1), Backoff(max_s=1e-3))
+        return ctrl, models
+
+    def _execute(self, batch: int, stop_req) -> bool:
+        """Executor's part of one batch; False when the job has ended."""
+        work = self._receive_tasks(batch, stop_req)
+        if work is None:
+            return False
+        ctrl, models = work
+        block, _, _ = self._train_tasks(ctrl, models)
+        if ctrl[0]:
+            sends = isend_chunked(self.comm, block, 0, 3 * batch + 2)
+            if self._signal_wakeups:
+                self.waker.wake(0)
+            sleep_waitall(sends)
+        return True
+
+    def _run_batch(self, batch: int, update, versions: dict):
+        """Rank 0: train the update's tasks on the batch's executors; (ranks, deltas, meta) in buffer order."""
+        tasks = {t.task: t for t in update.buffered}
+        numbers = np.array([t.task for t in update.buffered], dtype=np.int64)
+        sizes = self._sizes[[t.client_id for t in update.buffered]]
+        plan = assign_clients(numbers, self.cfg.local_steps * np.minimum(self.cfg.batch_size, sizes),
+                              self.active_executors(batch))
+        keep, reqs, blocks = [], [], {}
+        for rank, mine in plan.items():
+            ctrl, models = self._work_for(tasks, mine, versions)
+            if rank == 0:
+                blocks[0] = (mine,) + self._train_tasks(ctrl, models)[1:]
+                continue
+            keep += [ctrl, models]
+            reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * batch))
+            if len(mine):
+                reqs += isend_chunked(self.comm, models, rank, 3 * batch + 1)
+        if self._signal_wakeups:
+            for rank in plan:
+                self.waker.wake(rank)
+        for rank, mine in plan.items():
+            if rank == 0 or not len(mine):
+                continue
+            buf, d, m = self._result_block(len(mine))
+            reqs += irecv_chunked(self.comm, buf, rank, 3 * batch + 2)
+            blocks[rank] = (mine, d, m)
+        wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
+        sleep_waitall(reqs, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
+        position = {k: i for i, k in enumerate(numbers.tolist())}
+        ranks = np.full(len(numbers), -1, np.int32)
+        deltas = np.empty((len(numbers), self.num_params), np.float32)
+        meta = np.empty((len(numbers), _META))
+        for rank, (mine, d, m) in blocks.items():
+            for j, k in enumerate(mine.tolist()):
+                ranks[position[k]], deltas[position[k]], meta[position[k]] = rank, d[j], m[j]
+        del keep
+        return ranks, deltas, meta
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self, results=None, progress=None) -> Summary:
+        """Run ``rounds`` server updates; rank 0 writes ``results`` and returns the summary."""
+        cfg = self.cfg
+        summary = Summary()
+        t0 = time.perf_counter()
+        params = None
+        if self.rank != 0:
+            self._stop_buf = np.zeros(1, dtype=np.int64)
+            stop_req = self.comm.Irecv(self._stop_buf, source=0, tag=_STOP_TAG)
+        else:
+            from hpcbench.fl.models import flat_parameters
+            params = flat_parameters(self.model).numpy().copy()
+            versions = {0: self.broadcast_model(params)}
+            planner = FedBuffPlanner(self.clock, self.concurrency, self.buffer_size,
+                                     cfg.asynchronous.max_staleness)
+            tables = (results.table("rounds", UPDATE_COLUMNS, "one row per applied server update (FedBuff)"),
+                      results.table("tasks", TASK_COLUMNS, "one row per finished client task")) \
+                if results else None
+            x_test, y_test = self.dataset.test_set()
+        stop = False
+        for batch in range(1, cfg.rounds + 1):
+            fault_point(batch)
+            if self.rank != 0:
+                if self.rank in self.active_executors(batch) and not self._execute(batch, stop_req):
+                    break
+                continue
+            if stop:
+                break
+            update = planner.next_update()
+            ranks, deltas, meta = self._run_batch(batch, update, versions)
+            cids = np.array([t.client_id for t in update.buffered], np.int64)
+            up_bytes = self.encode_updates(cids, deltas)
+            staleness = np.array([t.staleness for t in update.buffered], np.int64)
+            pseudo = fedbuff_sum(deltas, staleness, self.buffer_size)
+            params = self.aggregator.aggregate(params, pseudo[None, :], np.ones(1), batch)
+            versions[batch] = self.broadcast_model(params)
+            for v in set(versions) - planner.needed_versions():
+                del versions[v]
+            acc = loss = math.nan
+            if batch % cfg.eval_interval == 0 or batch == cfg.rounds:
+                acc, loss = evaluate(self.model, torch.from_numpy(params), x_test, y_test)
+                summary.final_accuracy = acc
+                if acc >= cfg.target_accuracy and summary.rounds_to_accuracy < 0:
+                    summary.rounds_to_accuracy, summary.time_to_accuracy_s = batch, update.time_s
+                    if results:
+                        results.set_attrs(time_to_accuracy_s=update.time_s, rounds_to_accuracy=batch,
+                                          wall_to_accuracy_s=time.perf_counter() - t0)
+                    stop = cfg.stop_at_target
+            summary.rounds = batch
+            if tables:
+                self._record_update(tables, update, ranks, meta, up_bytes, acc, loss, len(versions),
+                                    time.perf_counter() - t0)
+            if progress is not None:
+                progress.update(1)
+                progress.set_postfix(acc=f"{summary.final_accuracy:.3f}", vtime=f"{update.time_s:.0f}s",
+                                     refresh=False)
+        if self.rank == 0:
+            self._stop_executors()
+        else:
+            sleep_wait(stop_req, self._idle_backoff())
+        summary.wall_s = time.perf_counter() - t0
+        summary.final_parameters = params if params is not None else summary.final_parameters
+        self._gather_rank_stats(results)
+        summary.clients_trained = self._trained
+        return summary
+
+    def _record_update(self, tables, update, ranks, meta, up_bytes, acc, loss, kept, wall) -> None:
+        updates_tab, tasks_tab = tables
+        staleness = np.array([t.staleness for t in update.buffered], np.float64)
+        weights = meta[:, 0]
+        updates_tab.append({
+            "round": update.version, "virtual_time_s": update.time_s, "wall_time_s": wall,
+            "test_accuracy": acc, "test_loss": loss,
+            "train_loss": float(np.dot(weights, meta[:, 1]) / weights.sum()),
+            "buffered": len(update.buffered), "mean_staleness": float(staleness.mean()),
+            "max_staleness": int(staleness.max()), "stale_dropped": len(update.stale),
+            "dropouts": len(update.dropouts), "in_flight": update.in_flight, "versions_kept": kept,
+        }, flush=False)
+        rows = update.buffered + update.stale + update.dropouts
+        n, k = len(rows), len(update.buffered)
+        tasks_tab.append({
+            "task": [t.task for t in rows], "client_id": [t.client_id for t in rows],
+            "status": [t.status for t in rows], "start_version": [t.start_version for t in rows],
+            "staleness": [t.staleness for t in rows], "applied_in": [t.applied_in for t in rows],
+            "start_s": [t.start_s for t in rows], "finish_s": [t.finish_s for t in rows],
+            "compute_s": [t.compute_s for t in rows], "communication_s": [t.communication_s for t in rows],
+            "executor_rank": np.concatenate([ranks, np.full(n - k, -1, np.int32)]),
+            "train_loss": np.concatenate([meta[:, 1], np.full(n - k, math.nan)]),
+            "downlink_bytes": np.full(n, self.clock.down_bytes, np.int64),
+            "uplink_bytes": np.concatenate([up_bytes, np.zeros(n - k, np.int64)]),
+        })
