@@ -10,6 +10,14 @@ same bits at any world size. Each task's shuffles come from
 ``client_generator(seed, task number, client id)``: a client that trains twice
 gets two different streams.
 
+Server update. FedBuff's buffered aggregate ``(sum_k s(tau_k) Delta_k) / K``
+(:func:`hpcbench.fl.asynchronous.fedbuff_sum`) goes to the configured
+aggregator as one pseudo-update of weight 1,
+``aggregator.aggregate(w, aggregate[None, :], [1], version)``: with ``fedavg``
+that is ``w <- w + server_learning_rate * aggregate`` (FedBuff's ``eta_g``),
+and a server optimizer registered as an aggregator (FedAdam, FedYogi, ...)
+treats it as its pseudo-gradient, with no change here.
+
 Versions. Rank 0 keeps the model of every version that an in-flight task
 started from, as the clients received it (after downlink compression), and
 frees a version as soon as no in-flight task needs it

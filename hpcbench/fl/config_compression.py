@@ -62,7 +62,7 @@ class CompressionConfig(Strict):
             comp = build_compressor(self, 0)
             probe = torch.linspace(-1.0, 1.0, 64).reshape(8, 8)
             comp.decompress(*comp.compress(probe, "probe"))
-        except (ValueError, TypeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's options is a config error
             raise ValueError(f"options: {dict(self.options)!r} rejected by compressor {self.name!r}: {exc}") \
                 from None
         return self

@@ -177,7 +177,8 @@ class FLJob(Job):
                               wall_s=summary.wall_s)
             tta = ("not reached" if summary.rounds_to_accuracy < 0 else
                    f"{summary.time_to_accuracy_s:.1f} s virtual (round {summary.rounds_to_accuracy})")
-            print(f"{cfg.job_name}: {summary.rounds} rounds, final test accuracy "
+            unit = "server updates" if cfg.mode == "async" else "rounds"
+            print(f"{cfg.job_name}: {summary.rounds} {unit}, final test accuracy "
                   f"{summary.final_accuracy:.4f}, time-to-accuracy {cfg.target_accuracy:.2f}: {tta}, "
                   f"wall {summary.wall_s:.1f} s\nresults: {results.path}")
         return 0
