@@ -36,10 +36,10 @@ import torch
 from hpcbench.fl.asynchronous import FedBuffPlanner, fedbuff_sum
 from hpcbench.fl.emulation import _META, _STOP_TAG, Emulation, Summary, assign_clients
 from hpcbench.fl.output import TASK_COLUMNS, UPDATE_COLUMNS
-from hpcbench.fl.training import client_generator, evaluate, train_client
+from hpcbench.fl.training import client_generator, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.lifecycle import fault_point
-from hpcbench.runtime.wait import Backoff, sleep_wait, sleep_waitall
+from hpcbench.runtime.wait import Backoff, sleep_waitall
 
 __all__ = ["AsyncEmulation"]
 
@@ -179,7 +179,7 @@ class AsyncEmulation(Emulation):
             tables = (results.table("rounds", UPDATE_COLUMNS, "one row per applied server update (FedBuff)"),
                       results.table("tasks", TASK_COLUMNS, "one row per finished client task")) \
                 if results else None
-            x_test, y_test = self.dataset.test_set()
+            test_set = self.dataset.test_set()
         stop = False
         for batch in range(1, cfg.rounds + 1):
             fault_point(batch)
@@ -199,16 +199,7 @@ class AsyncEmulation(Emulation):
             versions[batch] = self.broadcast_model(params)
             for v in set(versions) - planner.needed_versions():
                 del versions[v]
-            acc = loss = math.nan
-            if batch % cfg.eval_interval == 0 or batch == cfg.rounds:
-                acc, loss = evaluate(self.model, torch.from_numpy(params), x_test, y_test)
-                summary.final_accuracy = acc
-                if acc >= cfg.target_accuracy and summary.rounds_to_accuracy < 0:
-                    summary.rounds_to_accuracy, summary.time_to_accuracy_s = batch, update.time_s
-                    if results:
-                        results.set_attrs(time_to_accuracy_s=update.time_s, rounds_to_accuracy=batch,
-                                          wall_to_accuracy_s=time.perf_counter() - t0)
-                    stop = cfg.stop_at_target
+            acc, loss, stop = self._evaluate(batch, params, update.time_s, test_set, summary, results, t0)
             summary.rounds = batch
             if tables:
                 self._record_update(tables, update, ranks, meta, up_bytes, acc, loss, len(versions),
@@ -217,15 +208,7 @@ class AsyncEmulation(Emulation):
                 progress.update(1)
                 progress.set_postfix(acc=f"{summary.final_accuracy:.3f}", vtime=f"{update.time_s:.0f}s",
                                      refresh=False)
-        if self.rank == 0:
-            self._stop_executors()
-        else:
-            sleep_wait(stop_req, self._idle_backoff())
-        summary.wall_s = time.perf_counter() - t0
-        summary.final_parameters = params if params is not None else summary.final_parameters
-        self._gather_rank_stats(results)
-        summary.clients_trained = self._trained
-        return summary
+        return self._finish(summary, t0, params, results, None if self.rank == 0 else stop_req)
 
     def _record_update(self, tables, update, ranks, meta, up_bytes, acc, loss, kept, wall) -> None:
         updates_tab, tasks_tab = tables

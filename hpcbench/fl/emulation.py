@@ -353,17 +353,7 @@ class Emulation:
                 params = self.aggregator.aggregate(params, deltas_all, meta_all[:, 0], round_)
                 weights = meta_all[:, 0]
                 train_loss = float(np.dot(weights, meta_all[:, 1]) / weights.sum())
-            acc = loss = math.nan
-            if round_ % cfg.eval_interval == 0 or round_ == cfg.rounds:
-                acc, loss = evaluate(self.model, torch.from_numpy(params), x_test, y_test)
-                summary.final_accuracy = acc
-                if acc >= cfg.target_accuracy and summary.rounds_to_accuracy < 0:
-                    summary.rounds_to_accuracy = round_
-                    summary.time_to_accuracy_s = timing.end_s
-                    if results:
-                        results.set_attrs(time_to_accuracy_s=timing.end_s, rounds_to_accuracy=round_,
-                                          wall_to_accuracy_s=time.perf_counter() - t0)
-                    stop = cfg.stop_at_target
+            acc, loss, stop = self._evaluate(round_, params, timing.end_s, (x_test, y_test), summary, results, t0)
             now = time.perf_counter()
             summary.rounds = round_
             if results:
@@ -373,6 +363,31 @@ class Emulation:
                 progress.update(1)
                 shown = summary.final_accuracy
                 progress.set_postfix(acc=f"{shown:.3f}", vtime=f"{timing.end_s:.0f}s", refresh=False)
+        return self._finish(summary, t0, params, results, None if self.rank == 0 else stop_req)
+
+    def _evaluate(self, step: int, params: np.ndarray, vtime_s: float, test_set, summary: Summary, results,
+                  t0: float) -> tuple[float, float, bool]:
+        """Rank 0: test ``params`` after round (or server update) ``step`` when it is due; note the target.
+
+        Returns ``(accuracy, loss, stop)``: NaN, NaN when not evaluated, and
+        ``stop`` True when the target was just reached under ``stop_at_target``.
+        """
+        cfg = self.cfg
+        if step % cfg.eval_interval and step != cfg.rounds:
+            return math.nan, math.nan, False
+        acc, loss = evaluate(self.model, torch.from_numpy(params), *test_set)
+        summary.final_accuracy = acc
+        if acc < cfg.target_accuracy or summary.rounds_to_accuracy >= 0:
+            return acc, loss, False
+        summary.rounds_to_accuracy = step
+        summary.time_to_accuracy_s = vtime_s
+        if results:
+            results.set_attrs(time_to_accuracy_s=vtime_s, rounds_to_accuracy=step,
+                              wall_to_accuracy_s=time.perf_counter() - t0)
+        return acc, loss, cfg.stop_at_target
+
+    def _finish(self, summary: Summary, t0: float, params, results, stop_req) -> Summary:
+        """Every rank, after the loop: rank 0 stops the executors, executors wait for the stop; rank stats."""
         if self.rank == 0:
             self._stop_executors()
         else:
