@@ -151,7 +151,8 @@ class FLJob(Job):
                     model_bytes=setup.model_bytes, registered_clients=setup.dataset.num_clients,
                     client_metadata_bytes=setup.dataset.metadata_nbytes() + setup.clock.registry.nbytes(),
                     job_name=cfg.job_name, target_accuracy=cfg.target_accuracy,
-                    time_to_accuracy_s=math.nan, rounds_to_accuracy=-1)
+                    time_to_accuracy_s=math.nan, rounds_to_accuracy=-1, mode=cfg.mode,
+                    uplink_wire_bytes=setup.clock.up_bytes, downlink_wire_bytes=setup.clock.down_bytes)
 
     def run(self, results) -> int:
         from hpcbench.fl.asynchronous_loop import AsyncEmulation
