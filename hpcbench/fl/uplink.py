@@ -149,8 +149,14 @@ class UpdateCodec:
     def state_dict(self) -> dict:
         """Residuals (client id -> parameter name -> float32 ndarray, LRU order) and compressor state.
 
-        Everything :meth:`load_state_dict` needs to continue bit for bit
-        (a checkpoint can store it as is).
+        A checkpoint can store it as is. With deterministic compressors
+        (``none``, ``fp16``, ``bf16``, ``topk``, ...) :meth:`load_state_dict`
+        continues bit for bit. The compressor part is
+        :meth:`hpcbench.compress.base.Compressor.state_dict`, which holds step
+        counters only: the position of a seeded compressor's rounding
+        generator (``qsgd``, ``terngrad``) and PowerSGD's warm-start ``Q`` are
+        not exposed by :mod:`hpcbench.compress` yet, so those resume from a
+        fresh generator / ``Q``.
         """
         return {"residuals": {cid: {name: e.numpy().copy() for name, e in mem.residuals.items()}
                               for cid, mem in self._memories.items()},
