@@ -95,14 +95,8 @@ class AsyncEmulation(Emulation):
     def _receive_tasks(self, batch: int, stop_req):
         """Executor: the batch's control block and models, or None when the job ended first."""
         ctrl = self._ctrl()
-        req = self.comm.Irecv(ctrl, source=0, tag=3 * batch)
-        backoff = self._idle_backoff()
-        while not req.Test():
-            if stop_req.Test():
-                req.Cancel()
-                req.Wait()
-                return None
-            backoff.pause()
+        if not self._await_control(ctrl, 3 * batch, stop_req):
+            return None
         models = np.empty((int(ctrl[1]), self.num_params), dtype=np.float32)
         if ctrl[0]:
             sleep_waitall(irecv_chunked(self.comm, models, 0, 3 * batch + 1), Backoff(max_s=1e-3))

@@ -238,20 +238,26 @@ class Emulation:
         woken = self._signal_wakeups and self.waker.can_wake(0)
         return Backoff(first_s=1e-3, max_s=0.25 if woken else 2e-2, sleep=self.waker.sleep)
 
+    def _await_control(self, ctrl: np.ndarray, tag: int, stop_req: MPI.Request) -> bool:
+        """Executor: sleep until rank 0's control block fills ``ctrl`` (True) or the job ends (False)."""
+        req = self.comm.Irecv(ctrl, source=0, tag=tag)
+        backoff = self._idle_backoff()
+        while not req.Test():
+            if stop_req.Test():
+                req.Cancel()
+                req.Wait()
+                return False
+            backoff.pause()
+        return True
+
     def _receive_work(self, round_: int, stop_req: MPI.Request):
         """Executor: sleep until round ``round_``'s work arrives (ids, then the model) or the job ends.
 
         Returns None when the aggregator stopped the job first.
         """
         ctrl = np.empty(1 + self._cap, dtype=np.int64)
-        req = self.comm.Irecv(ctrl, source=0, tag=3 * round_)
-        backoff = self._idle_backoff()
-        while not req.Test():
-            if stop_req.Test():
-                req.Cancel()
-                req.Wait()
-                return None
-            backoff.pause()
+        if not self._await_control(ctrl, 3 * round_, stop_req):
+            return None
         if ctrl[0] == 0:
             return np.zeros(0, np.int64)
         sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
