@@ -137,6 +137,10 @@ class Aggregator(_Stateful, ABC):
     Config: ClassVar[type[StrategyConfig]] = StrategyConfig
     #: whether executors must report ``F_k(w)``, the global model's loss on local data
     needs_global_loss: ClassVar[bool] = False
+    #: whether :meth:`aggregate` may be given one pseudo-update of weight 1 in place of the
+    #: clients' updates (FedBuff's buffered sum in ``mode: async``); False for an optimizer
+    #: that needs per-client quantities (q-FedAvg's ``F_k``)
+    accepts_pseudo_gradient: ClassVar[bool] = True
 
     def __init__(self, config: StrategyConfig) -> None:
         self.config = config
