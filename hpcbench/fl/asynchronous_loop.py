@@ -153,14 +153,7 @@ class AsyncEmulation(Emulation):
         if self._signal_wakeups:
             for rank in plan:
                 self.waker.wake(rank)
-        for rank, mine in plan.items():
-            if rank == 0 or not len(mine):
-                continue
-            buf, d, m = self._result_block(len(mine))
-            reqs += irecv_chunked(self.comm, buf, rank, 3 * batch + 2)
-            blocks[rank] = (mine, d, m)
-        wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
-        sleep_waitall(reqs, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
+        self._collect(plan, 3 * batch + 2, blocks, reqs)
         position = {k: i for i, k in enumerate(numbers.tolist())}
         ranks = np.full(len(numbers), -1, np.int32)
         deltas = np.empty((len(numbers), self.num_params), np.float32)

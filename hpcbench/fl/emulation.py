@@ -284,6 +284,22 @@ class Emulation:
         sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
         return ctrl[1:1 + ctrl[0]].copy()
 
+    def _collect(self, plan, tag: int, blocks: dict, pending: list) -> None:
+        """Aggregator: receive every planned executor's result block on ``tag`` into ``blocks``.
+
+        ``blocks[rank] = (its ids, deltas, meta)``; sleeps until those and the
+        ``pending`` requests (the round's sends) complete.
+        """
+        reqs = list(pending)
+        for rank, ids in plan.items():
+            if rank == 0 or not len(ids):
+                continue
+            buf, d, m = self._result_block(len(ids))
+            reqs += irecv_chunked(self.comm, buf, rank, tag)
+            blocks[rank] = (ids, d, m)
+        wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
+        sleep_waitall(reqs, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
+
     # -- compression (rank 0) ---------------------------------------------------------------
     def broadcast_model(self, params: np.ndarray) -> np.ndarray:
         """The global model as clients receive it: decoded by the downlink codec, or ``params`` itself."""
@@ -357,15 +373,7 @@ class Emulation:
             _, deltas, meta = self._train(mine, round_, torch.from_numpy(sent))
             # aggregator: gather every executor's block, order by client id, aggregate
             blocks = {0: (mine, deltas, meta)} if len(mine) else {}
-            reqs = []
-            for rank, ids in plan.items():
-                if rank == 0 or not len(ids):
-                    continue
-                buf, d, m = self._result_block(len(ids))
-                reqs += irecv_chunked(self.comm, buf, rank, 3 * round_ + 2)
-                blocks[rank] = (ids, d, m)
-            wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
-            sleep_waitall(reqs + sends, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
+            self._collect(plan, 3 * round_ + 2, blocks, sends)
             ids_all = np.concatenate([b[0] for b in blocks.values()] or [np.zeros(0, np.int64)])
             ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()]
                                        or [np.zeros(0, np.int32)])

@@ -13,8 +13,13 @@ __all__ = ["ROUND_COLUMNS", "CLIENT_COLUMNS", "RANK_COLUMNS", "STATUS_AGGREGATED
 STATUS_AGGREGATED = "aggregated"
 STATUS_STALE = "stale"
 
-_UTILITY = ("statistical utility |B| sqrt(mean squared per-example loss) measured in local training and "
-            "fed back to the selector (NaN: not trained)")
+#: per-client columns the synchronous ``clients`` and the async ``tasks`` tables share
+_WIRE_AND_UTILITY = [
+    Column("downlink_bytes", "int64", "B", "bytes of the model sent to the client (compressed size)"),
+    Column("uplink_bytes", "int64", "B", "bytes of the client's update on the wire (0: not sent)"),
+    Column("utility", "float64", "1", "statistical utility |B| sqrt(mean squared per-example loss) measured "
+                                      "in local training and fed back to the selector (NaN: not trained)"),
+]
 
 ROUND_COLUMNS = [
     Column("round", "int32", "1", "round number, from 1"),
@@ -36,7 +41,7 @@ ROUND_COLUMNS = [
 CLIENT_COLUMNS = [
     Column("round", "int32", "1", "round number"),
     Column("client_id", "int64", "1", "registered client id"),
-    Column("executor_rank", "int32", "1", "MPI rank that trained the client (-1: straggler, not trained)"),
+    Column("executor_rank", "int32", "1", "MPI rank that trained the client (-1: straggler or dropout, not trained)"),
     Column("status", "str", "1", "'aggregated', 'straggler' or 'dropped'"),
     Column("compute_s", "float64", "s", "virtual compute time from the device-latency trace"),
     Column("communication_s", "float64", "s", "virtual download plus upload time from the bandwidth trace"),
@@ -45,9 +50,7 @@ CLIENT_COLUMNS = [
     Column("train_loss", "float64", "nat", "mean local training loss (NaN for stragglers)"),
     Column("train_wall_s", "float64", "s", "wall-clock seconds the executor spent training this client"),
     Column("train_cpu_s", "float64", "s", "process CPU seconds the executor spent training this client"),
-    Column("utility", "float64", "1", _UTILITY),
-    Column("downlink_bytes", "int64", "B", "bytes of the model sent to the client (compressed size)"),
-    Column("uplink_bytes", "int64", "B", "bytes of the client's update on the wire (0: not sent)"),
+    *_WIRE_AND_UTILITY,
 ]
 
 #: async mode (FedBuff): one row per applied server update, read like ``rounds`` by analysis/plot_tta.py
@@ -82,9 +85,7 @@ TASK_COLUMNS = [
     Column("communication_s", "float64", "s", "virtual download plus upload time"),
     Column("executor_rank", "int32", "1", "MPI rank that trained it (-1: not trained)"),
     Column("train_loss", "float64", "nat", "mean local training loss (NaN: not trained)"),
-    Column("downlink_bytes", "int64", "B", "bytes of the model sent to the client"),
-    Column("uplink_bytes", "int64", "B", "bytes of the update on the wire (0: not sent)"),
-    Column("utility", "float64", "1", _UTILITY),
+    *_WIRE_AND_UTILITY,
 ]
 
 RANK_COLUMNS = [
