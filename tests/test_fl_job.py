@@ -80,18 +80,26 @@ def test_small_job_output(n, tmp_path_factory):
     evaluated = np.isfinite(rounds["test_accuracy"])
     assert np.array_equal(evaluated, rounds["round"] % 3 == 0)
     assert np.all(np.diff(rounds["virtual_time_s"]) > 0)
-    assert np.all(rounds["participants"] == 10)
-    assert np.array_equal(rounds["stragglers"], rounds["selected"] - rounds["participants"])
-    assert np.all(rounds["stragglers"][rounds["online"] >= 13] == 3)  # ceil(10 * 1.3) - 10
+    assert np.all(rounds["participants"] <= 10)
+    assert np.array_equal(rounds["stragglers"] + rounds["dropouts"], rounds["selected"] - rounds["participants"])
+    full = (rounds["online"] >= 13) & (rounds["dropouts"] <= 3)  # ceil(10 * 1.3) - 10 spare clients
+    assert np.all(rounds["participants"][full] == 10)
+    assert np.all(rounds["stragglers"][full] == 3 - rounds["dropouts"][full])
+    assert rounds["dropouts"].sum() > 0  # the FLASH trace has clients leaving mid-round
 
     clients = read_table(out, "clients")
     per_round = np.bincount(clients["round"], minlength=7)[1:]
     assert np.array_equal(per_round, rounds["selected"])
     strag = clients["status"] == "straggler"
+    drop = clients["status"] == "dropped"
     assert strag.sum() == rounds["stragglers"].sum() > 0
-    assert np.all(clients["executor_rank"][strag] == -1)
-    assert np.all(np.isnan(clients["train_loss"][strag]))
-    agg = ~strag
+    assert drop.sum() == rounds["dropouts"].sum()
+    assert np.all(clients["executor_rank"][strag | drop] == -1)
+    assert np.all(np.isnan(clients["train_loss"][strag | drop]))
+    assert np.all(clients["uplink_bytes"][strag | drop] == 0)
+    assert np.all(clients["uplink_bytes"][~(strag | drop)] == attrs["model_bytes"])
+    assert np.all(clients["downlink_bytes"] == attrs["model_bytes"])
+    agg = ~(strag | drop)
     assert set(clients["status"][agg]) == {"aggregated"}
     expected_ranks = {0} if n == 1 else set(range(1, n))
     assert set(clients["executor_rank"][agg].tolist()) <= expected_ranks
@@ -172,6 +180,80 @@ def test_executor_concurrency_changes_who_trains_not_results(concurrency, tmp_pa
     assert ranks["clients_trained"][0] == 0 and (ranks["clients_trained"][1:] > 0).all()
 
 
+# ------------------------------------------------------------- FedBuff, compressed updates
+ASYNC = ["--mode", "async", "--uplink_compression.name", "topk", "--uplink_compression.ratio", "0.01",
+         "--downlink_compression.name", "fp16", "--selection", "oort"]
+_async_runs: dict[int, tuple] = {}
+
+
+def _async_job(n: int, tmp_path_factory):
+    """The small job in FedBuff mode with Oort, top-k 1 % uplink (EF) and fp16 downlink, once per size."""
+    if n not in _async_runs:
+        out = tmp_path_factory.mktemp(f"async{n}") / "fl.h5"
+        proc = run_mpi(n, ["-m", "hpcbench.fl", CONFIG, *SMALL, *ASYNC, "--output", str(out)], timeout=240)
+        _async_runs[n] = (proc, out)
+    return _async_runs[n]
+
+
+def test_async_same_bits_at_any_world_size(tmp_path_factory):
+    runs = {n: _async_job(n, tmp_path_factory) for n in (1, 2, 4)}
+    for proc, _ in runs.values():
+        _assert_ok(proc)
+    attrs = read_attrs(runs[1][1])
+    assert attrs["rounds_completed"] == 6 and attrs["config"]["mode"] == "async"
+    rounds = read_table(runs[1][1], "rounds")
+    assert np.array_equal(rounds["round"], np.arange(1, 7))
+    assert np.array_equal(np.isfinite(rounds["test_accuracy"]), rounds["round"] % 3 == 0)
+    assert np.all(np.diff(rounds["virtual_time_s"]) > 0)
+    assert np.all(rounds["buffered"] == 10) and np.all(rounds["in_flight"] <= 13)
+    assert rounds["mean_staleness"].max() > 0
+    tasks = read_table(runs[1][1], "tasks")
+    agg = tasks["status"] == "aggregated"
+    assert agg.sum() == 60 and np.array_equal(np.bincount(tasks["applied_in"][agg])[1:], np.full(6, 10))
+    assert np.all(tasks["staleness"][agg] <= 5)
+    assert np.all(tasks["uplink_bytes"][agg] < attrs["model_bytes"] / 10)  # top-k 1 %: index + value each
+    assert np.all(tasks["uplink_bytes"][~agg] == 0)
+    assert np.all(tasks["downlink_bytes"] == attrs["model_bytes"] // 2)  # fp16
+    assert attrs["config"]["selection"]["name"] == "oort"  # fed back each finished task (utility below)
+    assert np.all(np.isfinite(tasks["utility"][agg])) and np.all(np.isnan(tasks["utility"][~agg]))
+    # no client in flight twice: a client's tasks never overlap in virtual time
+    for cid in np.unique(tasks["client_id"]):
+        mine = tasks["client_id"] == cid
+        order = np.argsort(tasks["start_s"][mine])
+        assert np.all(tasks["finish_s"][mine][order][:-1] <= tasks["start_s"][mine][order][1:])
+    with h5py.File(runs[1][1], "r") as h0:
+        base = h0["model/final_parameters"][()]
+    for n in (2, 4):
+        with h5py.File(runs[n][1], "r") as h5:
+            assert h5["model/final_parameters"][()].tobytes() == base.tobytes(), f"-n {n}"
+        other = read_table(runs[n][1], "rounds")
+        for col in ("test_accuracy", "virtual_time_s", "train_loss", "mean_staleness", "dropouts"):
+            assert np.array_equal(other[col], rounds[col], equal_nan=True), (n, col)
+        other_tasks = read_table(runs[n][1], "tasks")
+        for col in ("client_id", "status", "utility"):
+            assert np.array_equal(other_tasks[col], tasks[col], equal_nan=col == "utility"), (n, col)
+        assert set(read_table(runs[n][1], "tasks")["executor_rank"][agg].tolist()) <= set(range(1, n))
+
+
+def test_topk_uplink_charges_fewer_bytes(tmp_path, tmp_path_factory):
+    """Same selection in round 1 (it does not depend on bytes); every upload is cheaper."""
+    proc0, base = _small_job(2, tmp_path_factory)
+    _assert_ok(proc0)
+    out = tmp_path / "topk.h5"
+    proc = run_mpi(1, ["-m", "hpcbench.fl", CONFIG, *SMALL, "--uplink_compression.name", "topk",
+                       "--uplink_compression.ratio", "0.01", "--output", str(out)], timeout=240)
+    _assert_ok(proc)
+    c0, c1 = read_table(base, "clients"), read_table(out, "clients")
+    r0, r1 = c0["round"] == 1, c1["round"] == 1
+    assert np.array_equal(c0["client_id"][r0], c1["client_id"][r1])
+    assert np.all(c1["communication_s"][r1] < c0["communication_s"][r1])
+    np.testing.assert_array_equal(c1["compute_s"][r1], c0["compute_s"][r1])
+    sent = c1["status"] == "aggregated"
+    model_bytes = read_attrs(out)["model_bytes"]
+    assert np.all(c1["uplink_bytes"][sent] < model_bytes / 10)
+    assert np.all(c1["downlink_bytes"] == model_bytes)
+
+
 def test_stop_at_target_ends_every_rank(tmp_path):
     """Stopping early reaches executors waiting for a later round (their receive is cancelled)."""
     out = tmp_path / "fl.h5"
@@ -215,6 +297,9 @@ BAD_INPUTS = {
     "unknown-selector": (lambda t: [CONFIG, "--selection.name", "greedy"], ["selection", "greedy", "random, oort"]),
     "bad-oort-key": (lambda t: _yaml(t, "selection:\n  name: oort\n  pacer_step: -3\n"),
                      ["pacer_step", "-3"]),
+    # new keys (every bad value of each is checked in-process in test_fl_async.py)
+    "bad-uplink-compressor": (lambda t: [CONFIG, "--uplink_compression.name", "zip"],
+                              ["uplink_compression", "zip"]),
 }
 
 

@@ -10,7 +10,7 @@ import torch
 
 from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config import ConfigError, FLConfig, load_config
-from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_STRAGGLER, ClientUpdates, RoundFeedback
+from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER, ClientUpdates, RoundFeedback
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.fl.selection.oort import Oort, oort_scores, pacer_step
 from hpcbench.fl.training import decayed_learning_rate, train_client
@@ -330,12 +330,51 @@ def test_round_loop_feeds_back_statuses_durations_utilities():
     for (r, fb), t in zip(rec.calls, timings):
         assert np.array_equal(fb.client_ids, t.client_ids)
         assert np.array_equal(fb.status == STATUS_COMPLETED, t.aggregated)
-        assert set(fb.status[~t.aggregated]) <= {STATUS_STRAGGLER}
+        np.testing.assert_array_equal(fb.status == STATUS_DROPPED, t.dropped)  # dropouts: flasync's clock
+        assert set(fb.status[~t.aggregated & ~t.dropped]) <= {STATUS_STRAGGLER}
         np.testing.assert_array_equal(fb.duration_s, t.completion_s)
         assert np.all(np.isfinite(fb.utility[t.aggregated])) and np.all(fb.utility[t.aggregated] > 0)
         assert np.all(np.isnan(fb.utility[~t.aggregated]))
     assert sum(int((fb.status == STATUS_STRAGGLER).sum()) for _, fb in rec.calls) > 0
+    assert sum(int((fb.status == STATUS_DROPPED).sum()) for _, fb in rec.calls) > 0
     assert setup.selector.times_selected.sum() == sum(len(t.client_ids) for t in timings)
+
+
+def test_fedbuff_loop_feeds_back_each_finished_task():
+    """Async mode: at each server update, Oort hears of every task finished since the last one."""
+    from mpi4py import MPI
+
+    from hpcbench.fl.asynchronous_loop import AsyncEmulation
+    from hpcbench.fl.job import prepare
+
+    cfg = load_config("jobs/configs/digits-fedbuff.yaml", {
+        "rounds": "4", "eval_interval": "4", "progress": "false", "selection.name": "oort",
+        "asynchronous.buffer_size": "5", "asynchronous.max_staleness": "0"})
+    setup = prepare(cfg, MPI.COMM_SELF)
+    rec = _Recorder(setup.selector)
+    setup.clock.selector = rec
+    emu = AsyncEmulation(cfg, MPI.COMM_SELF, setup.dataset, setup.model, setup.clock, setup.aggregator)
+    updates = []
+    emu._feedback_update = lambda n, u, meta, f=emu._feedback_update: updates.append(u) or f(n, u, meta)
+    emu.run()
+    assert len(rec.calls) == len(updates) == 4
+    selections = [r for r, _ in rec.calls]
+    assert selections == sorted(selections) and selections[0] >= 1
+    seen = {STATUS_COMPLETED: 0, STATUS_STRAGGLER: 0, STATUS_DROPPED: 0}
+    for (_, fb), u in zip(rec.calls, updates):
+        latest = {}
+        for status, tasks in ((STATUS_COMPLETED, u.buffered), (STATUS_STRAGGLER, u.stale),
+                              (STATUS_DROPPED, u.dropouts)):
+            for t in tasks:
+                if t.client_id not in latest or t.finish_s > latest[t.client_id][1].finish_s:
+                    latest[t.client_id] = (status, t)
+        assert fb.client_ids.tolist() == sorted(latest)
+        for cid, status, dur, util in zip(fb.client_ids, fb.status, fb.duration_s, fb.utility):
+            want, task = latest[int(cid)]
+            assert status == want and dur == task.finish_s - task.start_s
+            assert (np.isfinite(util) and util > 0) if want == STATUS_COMPLETED else np.isnan(util)
+            seen[want] += 1
+    assert all(seen.values()), seen  # max_staleness 0 and the FLASH trace give stale tasks and dropouts
 
 
 # --------------------------------------------------------------------------------- config

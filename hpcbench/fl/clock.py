@@ -10,10 +10,20 @@ time from traces of real phones instead of the emulating machine's:
   ``nbytes * 8 / 1000 / kbps`` seconds at a bandwidth drawn from the client's
   bandwidth trace;
 - availability: a client can be selected only while its availability trace
-  says it is online at the round's start.
+  says it is online at the round's start;
+- dropouts (``dropouts: true``): a client whose trace says it is offline at
+  the moment it would finish drops out. This is FedScale's check
+  (``isClientActive(client, start + duration)`` in its aggregator's
+  ``tictak_client_tasks``): availability is tested at the finish time only,
+  so a client that goes offline and comes back before it finishes is not
+  caught. A dropout consumed its device's time but its update is discarded
+  and it never counts toward the round's ``participants``.
 
-The round ends when the ``participants``-th earliest selected client finishes
-(FedScale's overcommitment: later ones are stragglers, dropped and recorded).
+The round ends when the ``participants``-th earliest selected client that did
+not drop out finishes (FedScale's overcommitment: later ones are stragglers,
+dropped and recorded); with fewer such clients, when the last of them
+finishes, and when every selected client dropped out, when the last dropout
+would have finished (the server learns of it then; the model is unchanged).
 Every draw comes from a generator seeded by ``(seed, round, client_id)``, so
 all ranks compute the same clock without communicating.
 """
@@ -21,7 +31,7 @@ all ranks compute the same clock without communicating.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,13 +72,15 @@ class ClientRegistry:
 
 
 def expected_durations(registry: ClientRegistry, device, bandwidth, model_bytes: int, examples_per_round: int,
-                       compute_scale: float) -> np.ndarray:
+                       compute_scale: float, up_bytes: int | None = None) -> np.ndarray:
     """Each client's expected round duration in virtual seconds, from its trace rows' means.
 
     ``examples_per_round * mean_latency_s * compute_scale + model_bytes * 8 / 1000
     * (1 / mean_kbps_down + 1 / mean_kbps_up)``: the clock's formulas at the
     traces' means (what FedScale's client manager registers a client with
-    before it has run).
+    before it has run). With ``up_bytes`` (a compressed uplink) the upload
+    charges ``up_bytes`` and the download ``model_bytes`` (the downlink's
+    wire bytes).
 
     Returns
     -------
@@ -81,7 +93,11 @@ def expected_durations(registry: ClientRegistry, device, bandwidth, model_bytes:
         up = bandwidth.mean_kbps(rows, direction="up")
     except TypeError:  # a trace with one speed for both directions
         down = up = bandwidth.mean_kbps(rows)
-    comm = model_bytes * 8 / 1000 * (1.0 / np.asarray(down, np.float64) + 1.0 / np.asarray(up, np.float64))
+    down, up = np.asarray(down, np.float64), np.asarray(up, np.float64)
+    if up_bytes is None or up_bytes == model_bytes:
+        comm = model_bytes * 8 / 1000 * (1.0 / down + 1.0 / up)
+    else:
+        comm = model_bytes * 8 / 1000 / down + up_bytes * 8 / 1000 / up
     return np.asarray(compute, dtype=np.float64) + comm
 
 
@@ -100,7 +116,11 @@ class RoundTiming:
     compute_s, communication_s, completion_s : ndarray of shape (m,), float64
         Per-client compute time, download plus upload time, and their sum.
     aggregated : ndarray of shape (m,), bool
-        True for the earliest ``participants`` finishers; False for stragglers.
+        True for the earliest ``participants`` finishers that did not drop out;
+        False for stragglers and dropouts.
+    dropped : ndarray of shape (m,), bool
+        True for clients offline at their finish time (dropouts); all False
+        when dropouts are off.
     """
 
     start_s: float
@@ -111,6 +131,11 @@ class RoundTiming:
     communication_s: np.ndarray
     completion_s: np.ndarray
     aggregated: np.ndarray
+    dropped: np.ndarray = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.dropped is None:
+            self.dropped = np.zeros(len(self.client_ids), dtype=bool)
 
 
 class VirtualClock:
@@ -124,8 +149,13 @@ class VirtualClock:
         From :mod:`hpcbench.traces` (``sample_latency_s``, ``sample_kbps``,
         ``is_available``/``next_available_s``).
     model_bytes : int
-        Bytes of the model sent down and of the update sent up.
+        Bytes of the model sent down and of the update sent up; the
+        attributes ``down_bytes`` and ``up_bytes`` start at this value and
+        are what the clock charges (set them to a compressor's payload size
+        for compressed transfers).
     selector : hpcbench.fl.contracts.Selector
+        Picks each round's participants (and, in async mode, each refill of
+        FedBuff's in-flight slots).
     """
 
     def __init__(self, cfg, registry: ClientRegistry, device, bandwidth, availability,
@@ -136,6 +166,8 @@ class VirtualClock:
         self.bandwidth = bandwidth
         self.availability = availability
         self.model_bytes = int(model_bytes)
+        self.down_bytes = int(model_bytes)
+        self.up_bytes = int(model_bytes)
         self.selector = selector
         self.now_s = 0.0
         self._all_ids = np.arange(registry.num_clients, dtype=np.int64)
@@ -149,6 +181,35 @@ class VirtualClock:
             online = np.flatnonzero(self.availability.is_available(rows, self.now_s))
         return online.astype(np.int64)
 
+    def client_times(self, ids: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Virtual compute and communication seconds of clients ``ids`` (float64, shape (m,) each).
+
+        Draws, in this order and in the order of ``ids``: device latencies,
+        downlink then uplink bandwidths. Communication charges
+        ``down_bytes`` and ``up_bytes``, ``nbytes * 8 / 1000 / kbps`` each.
+        """
+        cfg, reg = self.cfg, self.registry
+        latency = np.asarray(self.device.sample_latency_s(reg.device_row[ids], rng), dtype=np.float64)
+        compute = cfg.local_steps * cfg.batch_size * latency * cfg.traces.compute_scale
+        rows = reg.bandwidth_row[ids]
+        kbps_down = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="down"), dtype=np.float64)
+        kbps_up = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="up"), dtype=np.float64)
+        if self.down_bytes == self.up_bytes:  # the uncompressed case keeps its historical rounding
+            comm = self.up_bytes * 8 / 1000 * (1.0 / kbps_down + 1.0 / kbps_up)
+        else:
+            comm = self.down_bytes * 8 / 1000 / kbps_down + self.up_bytes * 8 / 1000 / kbps_up
+        return compute, comm
+
+    def dropped_out(self, ids: np.ndarray, finish_s) -> np.ndarray:
+        """Whether each client is offline at its finish time ``finish_s`` (FedScale's dropout test).
+
+        All False when the config's ``dropouts`` is off. Returns bool, shape of ``ids``.
+        """
+        if not self.cfg.dropouts:
+            return np.zeros(len(ids), dtype=bool)
+        rows = self.registry.availability_row[ids]
+        return ~np.asarray(self.availability.is_available(rows, finish_s), dtype=bool)
+
     def next_round(self, round_: int) -> RoundTiming:
         """Select and time round ``round_``'s participants, then advance the clock."""
         cfg = self.cfg
@@ -156,22 +217,21 @@ class VirtualClock:
         count = math.ceil(cfg.participants * cfg.overcommitment)
         ids = self.selector.select(round_, online, count)
         m = len(ids)
-        reg = self.registry
         # one generator per round, drawn in ascending client-id order (vectorised: a few
         # numpy calls per round instead of a Python loop over participants)
         rng = np.random.default_rng([cfg.seed, round_, 0xC10C])
-        latency = np.asarray(self.device.sample_latency_s(reg.device_row[ids], rng), dtype=np.float64)
-        compute = cfg.local_steps * cfg.batch_size * latency * cfg.traces.compute_scale
-        rows = reg.bandwidth_row[ids]
-        kbps_down = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="down"), dtype=np.float64)
-        kbps_up = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="up"), dtype=np.float64)
-        comm = self.model_bytes * 8 / 1000 * (1.0 / kbps_down + 1.0 / kbps_up)
+        compute, comm = self.client_times(ids, rng)
         completion = compute + comm
-        keep = min(cfg.participants, m)
+        start = self.now_s
+        dropped = self.dropped_out(ids, start + completion)
         order = np.lexsort((ids, completion))
+        order = order[~dropped[order]]
+        keep = min(cfg.participants, len(order))
         aggregated = np.zeros(m, dtype=bool)
         aggregated[order[:keep]] = True
-        start = self.now_s
-        end = start + (float(completion[order[keep - 1]]) if keep else 0.0)
+        if keep:
+            end = start + float(completion[order[keep - 1]])
+        else:  # nobody finished: the server waited for the last dropout
+            end = start + (float(completion.max()) if m else 0.0)
         self.now_s = end
-        return RoundTiming(start, end, int(online.size), ids, compute, comm, completion, aggregated)
+        return RoundTiming(start, end, int(online.size), ids, compute, comm, completion, aggregated, dropped)

@@ -16,6 +16,8 @@ from typing import Annotated, Literal, Mapping, Union
 from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 
 from hpcbench.fl.aggregation import AGGREGATORS
+from hpcbench.fl.config_async import AsyncConfig
+from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
 from hpcbench.fl.contracts import strategy_section
 from hpcbench.fl.data import DATASETS
 from hpcbench.fl.models import MODELS
@@ -137,6 +139,15 @@ class FLConfig(_Strict):
     FedScale's: ``x decay_factor`` after every ``decay_round`` rounds, never
     below ``min_learning_rate`` (``decay_factor: 1``, the default, keeps it
     constant; FedScale uses 0.98).
+
+    ``mode``: ``sync`` (synchronous rounds) or ``async`` (FedBuff, settings in
+    ``asynchronous``; see :mod:`hpcbench.fl.asynchronous`), where FedBuff's
+    buffered sum goes to the configured aggregator as its pseudo-gradient
+    (``fedavg``'s ``server_learning_rate`` is FedBuff's ``eta_g``), so only
+    aggregators with ``accepts_pseudo_gradient`` are allowed. ``dropouts``:
+    clients offline at their finish time drop out (see
+    :mod:`hpcbench.fl.clock`). ``uplink_compression`` / ``downlink_compression``:
+    compressed client updates and model broadcasts (see :mod:`hpcbench.fl.uplink`).
     """
 
     job_name: str = Field("fl", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
@@ -160,6 +171,11 @@ class FLConfig(_Strict):
     target_accuracy: float = Field(0.9, gt=0, le=1)
     stop_at_target: bool = False
     traces: TracesConfig = TracesConfig()
+    mode: Literal["sync", "async"] = "sync"
+    asynchronous: AsyncConfig = AsyncConfig()
+    dropouts: bool = True
+    uplink_compression: UplinkCompressionConfig = UplinkCompressionConfig()
+    downlink_compression: CompressionConfig = CompressionConfig()
     output: str = "results/{job_name}-{start}.h5"
     progress: bool = True
 
@@ -173,6 +189,10 @@ class FLConfig(_Strict):
             raise ValueError(f"model {self.model.name!r} reads {model_kind} but dataset {self.dataset.name!r} "
                              f"gives {data_kind}; models for it: "
                              f"{', '.join(n for n, m in MODELS.items() if m.input_kind == data_kind)}")
+        if self.mode == "async" and not AGGREGATORS[self.aggregator.name].accepts_pseudo_gradient:
+            raise ValueError(f"aggregator {self.aggregator.name!r} needs per-client updates and cannot take "
+                             f"FedBuff's buffered sum (mode 'async'); aggregators for async mode: "
+                             f"{', '.join(n for n, a in AGGREGATORS.items() if a.accepts_pseudo_gradient)}")
         for name in ("learning_rate", "overcommitment"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")

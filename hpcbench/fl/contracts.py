@@ -77,17 +77,20 @@ class ClientUpdates:
 
 @dataclass(frozen=True)
 class RoundFeedback:
-    """Per-client outcome of one round, given to :meth:`Selector.feedback`.
+    """Per-client outcome of one round (or, in async mode, of one server update), given to
+    :meth:`Selector.feedback`.
 
     Attributes
     ----------
     client_ids : ndarray of shape (m,), int64
-        Every client selected in the round, ascending.
+        Every client selected in the round (async: every client whose task
+        finished since the previous server update, once each), ascending.
     status : ndarray of shape (m,), str
         One of :data:`CLIENT_STATUSES`.
     duration_s : ndarray of shape (m,), float64
-        Virtual seconds from the round's start to the client's completion
-        (compute plus communication), whether or not it was aggregated.
+        Virtual seconds from the round's (async: the task's) start to the
+        client's completion (compute plus communication), whether or not it
+        was aggregated.
     utility : ndarray of shape (m,), float64
         Statistical utility measured on the executor during local training
         (Oort's ``|B_i| sqrt(mean l^2)``, see :func:`hpcbench.fl.training.train_client`);
@@ -137,6 +140,10 @@ class Aggregator(_Stateful, ABC):
     Config: ClassVar[type[StrategyConfig]] = StrategyConfig
     #: whether executors must report ``F_k(w)``, the global model's loss on local data
     needs_global_loss: ClassVar[bool] = False
+    #: whether :meth:`aggregate` may be given one pseudo-update of weight 1 in place of the
+    #: clients' updates (FedBuff's buffered sum in ``mode: async``); False for an optimizer
+    #: that needs per-client quantities (q-FedAvg's ``F_k``)
+    accepts_pseudo_gradient: ClassVar[bool] = True
 
     def __init__(self, config: StrategyConfig) -> None:
         self.config = config
@@ -208,7 +215,13 @@ class Selector(_Stateful, ABC):
         """Up to ``count`` distinct ids among ``online`` (int64, ascending) for round ``round_``."""
 
     def feedback(self, round_: int, feedback: RoundFeedback) -> None:
-        """Take round ``round_``'s outcome (called once per round, after aggregation); no-op by default."""
+        """Take round ``round_``'s outcome (called once per round, after aggregation); no-op by default.
+
+        In ``mode: async`` (FedBuff) it is called at each server update with
+        ``round_`` the latest selection number given to :meth:`select`, for
+        every client whose task finished since the previous update (see
+        :mod:`hpcbench.fl.asynchronous_loop`).
+        """
 
 
 class FLModel(ABC):

@@ -40,7 +40,8 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_STRAGGLER, ClientUpdates, RoundFeedback
+from hpcbench.fl.contracts import (STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER, ClientUpdates,
+                                   RoundFeedback)
 from hpcbench.fl.output import CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED
 from hpcbench.fl.training import client_generator, decayed_learning_rate, evaluate, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
@@ -133,6 +134,8 @@ class Emulation:
         self._train_wall = 0.0
         self._sizes = dataset.client_sizes()
         self._regulariser = aggregator.client_regulariser()
+        self.uplink = None  # hpcbench.fl.uplink.UpdateCodec (rank 0 encodes); None: uncompressed
+        self.downlink = None
 
     # -- who trains ----------------------------------------------------------------------------
     def _executor_nodes(self) -> list[tuple[list[int], int]]:
@@ -196,19 +199,27 @@ class Emulation:
         return decayed_learning_rate(cfg.learning_rate, round_, cfg.decay_factor, cfg.decay_round,
                                      cfg.min_learning_rate)
 
-    def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
+    def _train_one(self, cid: int, stream: int, global_flat: torch.Tensor, lr: float, delta: np.ndarray,
+                   meta: np.ndarray) -> None:
+        """Train client ``cid`` from ``global_flat``; write its update and ``_META`` row in place.
+
+        ``stream`` seeds its shuffles with ``cid`` (the round, or FedBuff's task number).
+        """
         cfg = self.cfg
+        res = train_client(self.model, global_flat, self.dataset.shard(cid), cfg.local_steps, cfg.batch_size,
+                           lr, cfg.momentum, client_generator(cfg.seed, stream, cid), self._regulariser,
+                           self.aggregator.needs_global_loss)
+        delta[:] = res.delta
+        meta[:] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
+                   res.global_loss)
+        self._train_wall += res.train_wall_s
+        self._trained += 1
+
+    def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
         buf, deltas, meta = self._result_block(len(ids))
         lr = self.learning_rate(round_)
         for i, cid in enumerate(ids):
-            res = train_client(self.model, global_flat, self.dataset.shard(int(cid)), cfg.local_steps,
-                               cfg.batch_size, lr, cfg.momentum, client_generator(cfg.seed, round_, int(cid)),
-                               self._regulariser, self.aggregator.needs_global_loss)
-            deltas[i] = res.delta
-            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
-                       res.global_loss)
-            self._train_wall += res.train_wall_s
-        self._trained += len(ids)
+            self._train_one(int(cid), round_, global_flat, lr, deltas[i], meta[i])
         return buf, deltas, meta
 
     def _dispatch(self, round_: int, params: np.ndarray, plan) -> list:
@@ -248,24 +259,76 @@ class Emulation:
         woken = self._signal_wakeups and self.waker.can_wake(0)
         return Backoff(first_s=1e-3, max_s=0.25 if woken else 2e-2, sleep=self.waker.sleep)
 
+    def _await_control(self, ctrl: np.ndarray, tag: int, stop_req: MPI.Request) -> bool:
+        """Executor: sleep until rank 0's control block fills ``ctrl`` (True) or the job ends (False)."""
+        req = self.comm.Irecv(ctrl, source=0, tag=tag)
+        backoff = self._idle_backoff()
+        while not req.Test():
+            if stop_req.Test():
+                req.Cancel()
+                req.Wait()
+                return False
+            backoff.pause()
+        return True
+
     def _receive_work(self, round_: int, stop_req: MPI.Request):
         """Executor: sleep until round ``round_``'s work arrives (ids, then the model) or the job ends.
 
         Returns None when the aggregator stopped the job first.
         """
         ctrl = np.empty(1 + self._cap, dtype=np.int64)
-        req = self.comm.Irecv(ctrl, source=0, tag=3 * round_)
-        backoff = self._idle_backoff()
-        while not req.Test():
-            if stop_req.Test():
-                req.Cancel()
-                req.Wait()
-                return None
-            backoff.pause()
+        if not self._await_control(ctrl, 3 * round_, stop_req):
+            return None
         if ctrl[0] == 0:
             return np.zeros(0, np.int64)
         sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
         return ctrl[1:1 + ctrl[0]].copy()
+
+    def _collect(self, plan, tag: int, blocks: dict, pending: list) -> None:
+        """Aggregator: receive every planned executor's result block on ``tag`` into ``blocks``.
+
+        ``blocks[rank] = (its ids, deltas, meta)``; sleeps until those and the
+        ``pending`` requests (the round's sends) complete.
+        """
+        reqs = list(pending)
+        for rank, ids in plan.items():
+            if rank == 0 or not len(ids):
+                continue
+            buf, d, m = self._result_block(len(ids))
+            reqs += irecv_chunked(self.comm, buf, rank, tag)
+            blocks[rank] = (ids, d, m)
+        wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
+        sleep_waitall(reqs, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
+
+    # -- compression (rank 0) ---------------------------------------------------------------
+    def broadcast_model(self, params: np.ndarray) -> np.ndarray:
+        """The global model as clients receive it: decoded by the downlink codec, or ``params`` itself."""
+        if self.downlink is None:
+            return params
+        return self.downlink.encode(params)[0]
+
+    def encode_updates(self, client_ids: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+        """Replace each row of ``deltas`` by what the server decodes from its client's upload, in place.
+
+        Rows are encoded in the given order (each client's residual is its
+        own; the order fixes shared compressor state). Returns the uplink
+        bytes of each row (int64, shape (m,)).
+
+        Raises
+        ------
+        RuntimeError
+            If a payload's size differs from the size the virtual clock charged.
+        """
+        nbytes = np.zeros(len(client_ids), np.int64)
+        if self.uplink is None:
+            nbytes[:] = self.clock.up_bytes
+            return nbytes
+        for i, cid in enumerate(client_ids):
+            deltas[i], nbytes[i] = self.uplink.encode(deltas[i], int(cid))
+        if np.any(nbytes != self.clock.up_bytes):
+            raise RuntimeError(f"uplink payloads of {sorted(set(nbytes.tolist()))} bytes, but the virtual "
+                               f"clock charged {self.clock.up_bytes}")
+        return nbytes
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, results=None, progress=None) -> Summary:
@@ -304,52 +367,65 @@ class Emulation:
             if stop:
                 break
             timing, plan = self._plan(round_)
-            sends = self._dispatch(round_, params, plan)
+            sent = self.broadcast_model(params)
+            sends = self._dispatch(round_, sent, plan)
             mine = plan.get(0, np.zeros(0, np.int64))
-            _, deltas, meta = self._train(mine, round_, torch.from_numpy(params))
+            _, deltas, meta = self._train(mine, round_, torch.from_numpy(sent))
             # aggregator: gather every executor's block, order by client id, aggregate
             blocks = {0: (mine, deltas, meta)} if len(mine) else {}
-            reqs = []
-            for rank, ids in plan.items():
-                if rank == 0 or not len(ids):
-                    continue
-                buf, d, m = self._result_block(len(ids))
-                reqs += irecv_chunked(self.comm, buf, rank, 3 * round_ + 2)
-                blocks[rank] = (ids, d, m)
-            wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
-            sleep_waitall(reqs + sends, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
-            ids_all = np.concatenate([b[0] for b in blocks.values()])
-            ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()])
+            self._collect(plan, 3 * round_ + 2, blocks, sends)
+            ids_all = np.concatenate([b[0] for b in blocks.values()] or [np.zeros(0, np.int64)])
+            ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()]
+                                       or [np.zeros(0, np.int32)])
             order = np.argsort(ids_all, kind="stable")
             ids_all, ranks_all = ids_all[order], ranks_all[order]
-            deltas_all = np.concatenate([b[1] for b in blocks.values()])[order]
-            meta_all = np.concatenate([b[2] for b in blocks.values()])[order]
-            updates = ClientUpdates(ids_all, meta_all[:, 0], meta_all[:, 1], meta_all[:, 5],
-                                    self.learning_rate(round_))
-            params = self.aggregator.aggregate(params, deltas_all, updates, round_)
+            deltas_all = np.concatenate([b[1] for b in blocks.values()]
+                                        or [np.zeros((0, self.num_params), np.float32)])[order]
+            meta_all = np.concatenate([b[2] for b in blocks.values()] or [np.zeros((0, _META))])[order]
+            up_bytes = self.encode_updates(ids_all, deltas_all)
+            train_loss = math.nan
+            if len(ids_all):  # a round where every client dropped out leaves the model as it was
+                updates = ClientUpdates(ids_all, meta_all[:, 0], meta_all[:, 1], meta_all[:, 5],
+                                        self.learning_rate(round_))
+                params = self.aggregator.aggregate(params, deltas_all, updates, round_)
+                weights = meta_all[:, 0]
+                train_loss = float(np.dot(weights, meta_all[:, 1]) / weights.sum())
             utility = self._feedback(round_, timing, ids_all, meta_all)
-            weights = meta_all[:, 0]
-            train_loss = float(np.dot(weights, meta_all[:, 1]) / weights.sum())
-            acc = loss = math.nan
-            if round_ % cfg.eval_interval == 0 or round_ == cfg.rounds:
-                acc, loss = evaluate(self.model, torch.from_numpy(params), x_test, y_test)
-                summary.final_accuracy = acc
-                if acc >= cfg.target_accuracy and summary.rounds_to_accuracy < 0:
-                    summary.rounds_to_accuracy = round_
-                    summary.time_to_accuracy_s = timing.end_s
-                    if results:
-                        results.set_attrs(time_to_accuracy_s=timing.end_s, rounds_to_accuracy=round_,
-                                          wall_to_accuracy_s=time.perf_counter() - t0)
-                    stop = cfg.stop_at_target
+            acc, loss, stop = self._evaluate(round_, params, timing.end_s, (x_test, y_test), summary, results, t0)
             now = time.perf_counter()
             summary.rounds = round_
             if results:
                 self._record(rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all, utility,
-                             acc, loss, train_loss, now - t0, now - round_t0)
+                             acc, loss, train_loss, now - t0, now - round_t0, up_bytes)
             if progress is not None:
                 progress.update(1)
                 shown = summary.final_accuracy
                 progress.set_postfix(acc=f"{shown:.3f}", vtime=f"{timing.end_s:.0f}s", refresh=False)
+        return self._finish(summary, t0, params, results, None if self.rank == 0 else stop_req)
+
+    def _evaluate(self, step: int, params: np.ndarray, vtime_s: float, test_set, summary: Summary, results,
+                  t0: float) -> tuple[float, float, bool]:
+        """Rank 0: test ``params`` after round (or server update) ``step`` when it is due; note the target.
+
+        Returns ``(accuracy, loss, stop)``: NaN, NaN when not evaluated, and
+        ``stop`` True when the target was just reached under ``stop_at_target``.
+        """
+        cfg = self.cfg
+        if step % cfg.eval_interval and step != cfg.rounds:
+            return math.nan, math.nan, False
+        acc, loss = evaluate(self.model, torch.from_numpy(params), *test_set)
+        summary.final_accuracy = acc
+        if acc < cfg.target_accuracy or summary.rounds_to_accuracy >= 0:
+            return acc, loss, False
+        summary.rounds_to_accuracy = step
+        summary.time_to_accuracy_s = vtime_s
+        if results:
+            results.set_attrs(time_to_accuracy_s=vtime_s, rounds_to_accuracy=step,
+                              wall_to_accuracy_s=time.perf_counter() - t0)
+        return acc, loss, cfg.stop_at_target
+
+    def _finish(self, summary: Summary, t0: float, params, results, stop_req) -> Summary:
+        """Every rank, after the loop: rank 0 stops the executors, executors wait for the stop; rank stats."""
         if self.rank == 0:
             self._stop_executors()
         else:
@@ -363,17 +439,21 @@ class Emulation:
     def _feedback(self, round_: int, timing, ids_all: np.ndarray, meta_all: np.ndarray) -> np.ndarray:
         """Aggregator: give the selector every selected client's status, duration and utility.
 
-        Returns the utility measured per selected client (NaN where not trained).
+        Status ``completed`` (aggregated), ``dropped`` (offline at its finish
+        time) or ``straggler``; duration from the round's start to the
+        client's completion. Returns the utility measured per selected client
+        (NaN where not trained).
         """
         utility = np.full(len(timing.client_ids), math.nan)
         utility[np.searchsorted(timing.client_ids, ids_all)] = meta_all[:, 4]
-        status = np.where(timing.aggregated, STATUS_COMPLETED, STATUS_STRAGGLER)
+        status = np.where(timing.aggregated, STATUS_COMPLETED,
+                          np.where(timing.dropped, STATUS_DROPPED, STATUS_STRAGGLER))
         self.clock.selector.feedback(round_, RoundFeedback(
             timing.client_ids, status, timing.completion_s, utility, self._sizes[timing.client_ids]))
         return utility
 
     def _record(self, rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all, utility,
-                acc, loss, train_loss, wall, round_wall) -> None:
+                acc, loss, train_loss, wall, round_wall, up_bytes) -> None:
         m = len(timing.client_ids)
         rank_of = np.full(m, -1, np.int32)
         loss_c = np.full(m, math.nan)
@@ -384,19 +464,24 @@ class Emulation:
         loss_c[pos] = meta_all[:, 1]
         wall_c[pos] = meta_all[:, 2]
         cpu_c[pos] = meta_all[:, 3]
+        up_c = np.zeros(m, np.int64)
+        up_c[pos] = up_bytes
         clients_tab.append({
             "round": np.full(m, round_), "client_id": timing.client_ids, "executor_rank": rank_of,
-            "status": [STATUS_AGGREGATED if a else STATUS_STRAGGLER for a in timing.aggregated],
+            "status": [STATUS_AGGREGATED if a else STATUS_DROPPED if d else STATUS_STRAGGLER
+                       for a, d in zip(timing.aggregated, timing.dropped)],
             "compute_s": timing.compute_s, "communication_s": timing.communication_s,
             "completion_s": timing.completion_s, "num_examples": self._sizes[timing.client_ids],
             "train_loss": loss_c, "train_wall_s": wall_c, "train_cpu_s": cpu_c, "utility": utility,
+            "downlink_bytes": np.full(m, self.clock.down_bytes, np.int64), "uplink_bytes": up_c,
         }, flush=False)
         n_agg = int(timing.aggregated.sum())
+        n_drop = int(timing.dropped.sum())
         rounds_tab.append({
             "round": round_, "virtual_time_s": timing.end_s, "round_duration_s": timing.end_s - timing.start_s,
             "wall_time_s": wall, "round_wall_s": round_wall, "test_accuracy": acc, "test_loss": loss,
             "train_loss": train_loss, "online": timing.online, "selected": m, "participants": n_agg,
-            "stragglers": m - n_agg, "learning_rate": self.learning_rate(round_),
+            "stragglers": m - n_agg - n_drop, "dropouts": n_drop, "learning_rate": self.learning_rate(round_),
         })
 
     def _gather_rank_stats(self, results) -> None:

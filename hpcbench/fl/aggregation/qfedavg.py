@@ -38,6 +38,7 @@ class QFedAvg(Aggregator):
         q: float = Field(1.0, ge=0, le=100, allow_inf_nan=False)
 
     needs_global_loss = True
+    accepts_pseudo_gradient = False  # F_k and ||g_k|| are per client: FedBuff's buffered sum has neither
 
     def aggregate(self, global_params: np.ndarray, deltas: np.ndarray, updates: ClientUpdates,
                   round_: int) -> np.ndarray:

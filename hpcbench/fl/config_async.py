@@ -1,0 +1,32 @@
+"""Config section of FedBuff's asynchronous rounds (``mode: async``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from hpcbench.runtime.config import Strict
+
+__all__ = ["AsyncConfig"]
+
+
+class AsyncConfig(Strict):
+    """FedBuff (Nguyen et al., "Federated Learning with Buffered Asynchronous
+    Aggregation", AISTATS 2022) settings, read only when ``mode: async``.
+
+    ``concurrency`` clients train at once (default: ``ceil(participants *
+    overcommitment)``, the number a synchronous round has in flight);
+    ``buffer_size`` is FedBuff's K, the client updates summed into one server
+    update (default: ``participants``, the updates a synchronous round
+    aggregates); an update staler than ``max_staleness`` model versions is
+    dropped and recorded. In async mode ``rounds`` counts server updates
+    (model versions) and ``eval_interval`` is in versions.
+    """
+
+    concurrency: int | None = Field(None, ge=1, le=1_000_000,
+                                    description="clients training at once (default ceil(participants x "
+                                                "overcommitment))")
+    buffer_size: int | None = Field(None, ge=1, le=1_000_000,
+                                    description="FedBuff's K: client updates per server update "
+                                                "(default participants)")
+    max_staleness: int = Field(5, ge=0, le=1_000_000,
+                               description="updates more than this many versions stale are dropped")

@@ -1,0 +1,87 @@
+"""Config sections of compressed client updates (``uplink_compression``, ``downlink_compression``).
+
+A section names any compressor of the :mod:`hpcbench.compress` registry; the
+allowed names are the registry's, and a section is checked by building its
+compressor once on a small tensor, so a bad option is a :class:`ConfigError`
+naming the key and the value before any rank starts training.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from pydantic import Field, model_validator
+
+from hpcbench.runtime.config import Strict
+
+__all__ = ["CompressionConfig", "UplinkCompressionConfig", "build_compressor"]
+
+_Scalar = Union[bool, int, float, str]
+
+
+def build_compressor(section, seed: int):
+    """The compressor a section names, with its options (``ValueError``/``TypeError`` on bad ones).
+
+    ``ratio`` is passed as ``compress_ratio`` to compressors that take it and
+    ``seed`` to seeded ones (:func:`hpcbench.compress.registry.build`).
+    """
+    from hpcbench.compress.registry import build
+
+    return build(section.name, compress_ratio=section.ratio, seed=seed, **dict(section.options))
+
+
+class CompressionConfig(Strict):
+    """One direction's compression: ``name`` from the compressor registry, ``ratio`` and ``options``.
+
+    Only compressors whose payload size depends on the tensor's shape alone
+    (``fixed_size``) are accepted: the virtual clock times a round before its
+    clients train, so it must know the wire bytes in advance.
+    """
+
+    name: str = Field("none", description="compressor from hpcbench.compress (none: uncompressed)")
+    ratio: float | None = Field(None, gt=0, le=1,
+                                description="fraction of elements kept, for compressors that take one")
+    options: dict[str, _Scalar] = Field(default_factory=dict,
+                                        description="other constructor options of the compressor")
+
+    @model_validator(mode="after")
+    def _check(self):
+        import torch
+
+        from hpcbench.compress.registry import compressor_class, names
+
+        if self.name not in names():
+            raise ValueError(f"name: unknown compressor {self.name!r}; choose from {', '.join(names())}")
+        cls = compressor_class(self.name)
+        if self.ratio is not None and not cls.takes_ratio:
+            raise ValueError(f"ratio: compressor {self.name!r} takes no ratio (got {self.ratio!r})")
+        if not cls.fixed_size:
+            raise ValueError(f"name: compressor {self.name!r} has a value-dependent payload size; the "
+                             f"virtual clock needs sizes known before training (use a fixed-size one)")
+        try:
+            comp = build_compressor(self, 0)
+            probe = torch.linspace(-1.0, 1.0, 64).reshape(8, 8)
+            comp.decompress(*comp.compress(probe, "probe"))
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's options is a config error
+            raise ValueError(f"options: {dict(self.options)!r} rejected by compressor {self.name!r}: {exc}") \
+                from None
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """False for ``none`` (the uncompressed path is taken as is)."""
+        return self.name != "none"
+
+
+class UplinkCompressionConfig(CompressionConfig):
+    """Client-to-server compression, with client-side error feedback.
+
+    ``error_feedback`` keeps each participating client's residual (Stich et
+    al., NeurIPS 2018; Karimireddy et al., ICML 2019); at most
+    ``max_residuals`` clients keep one (least recently used evicted), so the
+    memory is bounded by ``max_residuals x parameters x 4`` bytes.
+    """
+
+    error_feedback: bool = Field(True, description="keep per-client residuals (error feedback)")
+    max_residuals: int = Field(10_000, ge=1, le=100_000_000,
+                               description="clients whose residuals are kept (LRU); bounds memory")
