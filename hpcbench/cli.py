@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                  "compressed allreduce on modelled links (--convergence: digits training check)"),
     "pipeline": ("hpcbench.pipeline.__main__", "pipeline stages on MPI ranks with Sky Computing's layer allocation"),
     "costmodel": ("hpcbench.bench.costmodel", "allreduce over the link model against the alpha-beta model"),
+    "results": ("hpcbench.results_command", "convert result files: export --fedscale RUN.h5 (FedScale testing_perf)"),
 }
 
 
