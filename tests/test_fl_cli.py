@@ -178,6 +178,16 @@ def test_fedscale_traces_and_policies():
         "name": "fedprox", "mu": 0.3}
 
 
+def test_docs_name_every_fedscale_key():
+    from hpcbench.fl.fedscale_conf import DEPLOYMENT_KEYS
+
+    doc = (ROOT / "docs" / "fl.md").read_text()
+    for key, spec in FEDSCALE_KEYS.items():
+        assert f"| `{key}` | `{spec.target}`" in doc, key
+    for key in DEPLOYMENT_KEYS:
+        assert f"`{key}`" in doc, key
+
+
 @pytest.mark.parametrize("entries, named", [
     ([{"filter_less": 21}], "'filter_less'"),
     ([{"async_mode": True}], "'async_mode'"),

@@ -30,13 +30,15 @@ def describe(cfg, output_path: str, world_size: int, source: str) -> str:
     """
     d, t = cfg.dataset, cfg.traces
     split = d.partition + (f" alpha={d.alpha}" if d.partition == "dirichlet" else "")
-    ranks = (f"{world_size} ranks (rank 0 aggregates, {world_size - 1} execute clients)" if world_size > 1
+    executors = "rank 1 trains clients" if world_size == 2 else f"ranks 1-{world_size - 1} train clients"
+    ranks = (f"{world_size} ranks (rank 0 aggregates, {executors})" if world_size > 1
              else "1 rank (aggregating and executing clients)")
     return "\n".join([
         f"hpcbench fl: job {cfg.job_name!r} from {source}, {ranks}",
         f"  dataset {d.name} ({split}), {d.num_clients} registered clients, model {cfg.model.name}",
         f"  {cfg.rounds} rounds x {cfg.participants} participants (overcommitment {cfg.overcommitment}), "
-        f"{cfg.local_steps} local steps of batch {cfg.batch_size}, learning rate {cfg.learning_rate}",
+        f"{cfg.local_steps} local steps of batch {cfg.batch_size}, learning rate {cfg.learning_rate}"
+        + (f" x {cfg.decay_factor} every {cfg.decay_round} rounds" if cfg.decay_factor != 1 else ""),
         f"  selector {cfg.selection.name}, aggregator {cfg.aggregator.name}, target accuracy "
         f"{cfg.target_accuracy} (evaluated every {cfg.eval_interval} rounds)",
         f"  traces: device {_trace(t.device)}, bandwidth {_trace(t.bandwidth)}, "
