@@ -227,6 +227,10 @@ def test_fedscale_conf_unsupported_key_exits_2(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "'filter_less'" in proc.stderr and proc.stderr.count("filter_less") == 1
     assert not out.exists()
+    conf.write_text(FEDSCALE_CONF.replace("num_participants: 20", "num_participants: 0"))
+    proc = run_mpi(1, ["-m", "hpcbench.fl", "--fedscale-conf", str(conf), "--output", str(out)], timeout=120)
+    assert proc.returncode == 2 and "'participants'" in proc.stderr and "num_participants" in proc.stderr
+    assert not out.exists()
 
 
 # --- the bare command's header and the export -----------------------------------------------------

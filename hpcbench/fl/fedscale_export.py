@@ -8,7 +8,8 @@ every evaluation::
      'task': ..., 'perf': OrderedDict(round -> {'round', 'clock', 'loss',
      'top_1', 'top_5'})}
 
-with ``clock`` the virtual clock in seconds when the round's evaluation ran,
+with ``clock`` the virtual clock in seconds when the round's evaluation ran
+(FedScale tests after round ``r``'s training, as hpcbench evaluates row ``r``),
 ``loss`` the mean test loss and ``top_1``/``top_5`` accuracies as fractions.
 :func:`testing_perf` builds the same structure from the ``rounds`` table (the
 evaluated rounds only: ``virtual_time_s``, ``test_loss``, ``test_accuracy``).

@@ -124,7 +124,7 @@ class FLJob(Job):
 
     def configure(self, args) -> None:
         from hpcbench.fl.config import FLConfig
-        from hpcbench.runtime.config import config_overrides, load_config
+        from hpcbench.runtime.config import ConfigError, config_overrides, load_config
 
         tree, source = None, args.config or "defaults"
         if args.fedscale_conf is not None:
@@ -136,7 +136,13 @@ class FLJob(Job):
             if job.ignored and self.comm.rank == 0:
                 print(f"hpcbench fl: FedScale keys ignored (deployment only, or no effect here): "
                       f"{', '.join(job.ignored)}", flush=True)
-        self.cfg = load_config(FLConfig, args.config, config_overrides(args), tree)
+        try:
+            self.cfg = load_config(FLConfig, args.config, config_overrides(args), tree)
+        except ConfigError as exc:
+            if tree is None:
+                raise
+            raise ConfigError(f"{exc}\n(FedScale file {args.fedscale_conf}: its job_conf keys set the keys "
+                              f"above as docs/fl.md lists, e.g. num_participants -> participants)") from None
         self.source = source
 
     def prepare(self) -> None:

@@ -279,7 +279,7 @@ def load_config(model: type[BaseModel], path: str | Path | None = None,
         Missing, unreadable, non-UTF-8, empty or unparsable file, unknown key,
         wrong type or out-of-range value; the message names the key and the value.
     """
-    source = str(path) if path is not None else "<defaults>"
+    source = str(path) if path is not None else "<config>" if tree else "<defaults>"
     raw: dict = dict(tree or {})
     if path is not None:
         raw.update(_read_yaml(Path(path), source))
