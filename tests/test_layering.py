@@ -14,7 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "hpcbench"
-RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline", "hpcbench.cli")
+RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline", "hpcbench.cli",
+           "hpcbench.results_command")
 CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime")
 
 

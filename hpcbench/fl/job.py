@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from dataclasses import dataclass
@@ -137,18 +136,36 @@ class FLJob(Job):
               "--aggregator.eta 0.01")
 
     def add_arguments(self, parser) -> None:
-        from hpcbench.fl.config import flatten_keys
+        from hpcbench.fl.config import FLConfig
+        from hpcbench.runtime.config import add_config_arguments
 
-        parser.add_argument("config", nargs="?", help="YAML job file (defaults apply where omitted)")
-        for key in flatten_keys():
-            parser.add_argument(f"--{key}", dest="key:" + key, metavar="VALUE", default=None,
-                                help=argparse.SUPPRESS)
+        parser.add_argument("--fedscale-conf", metavar="CONF.yml", default=None,
+                            help="FedScale job file: its job_conf keys set the config (docs/fl.md); the YAML "
+                                 "job file and --KEY VALUE flags override them")
+        add_config_arguments(parser, FLConfig)
 
     def configure(self, args) -> None:
-        from hpcbench.fl.config import load_config
+        from hpcbench.fl.config import FLConfig
+        from hpcbench.runtime.config import ConfigError, config_overrides, load_config
 
-        overrides = {k[4:]: v for k, v in vars(args).items() if k.startswith("key:") and v is not None}
-        self.cfg = load_config(args.config, overrides)
+        tree, source = None, args.config or "defaults"
+        if args.fedscale_conf is not None:
+            from hpcbench.fl.fedscale_conf import read_fedscale_conf
+
+            job = read_fedscale_conf(args.fedscale_conf)
+            tree, source = job.tree, f"FedScale file {args.fedscale_conf}" + (
+                f" and {args.config}" if args.config else "")
+            if job.ignored and self.comm.rank == 0:
+                print(f"hpcbench fl: FedScale keys ignored (deployment only, or no effect here): "
+                      f"{', '.join(job.ignored)}", flush=True)
+        try:
+            self.cfg = load_config(FLConfig, args.config, config_overrides(args), tree)
+        except ConfigError as exc:
+            if tree is None:
+                raise
+            raise ConfigError(f"{exc}\n(FedScale file {args.fedscale_conf}: its job_conf keys set the keys "
+                              f"above as docs/fl.md lists, e.g. num_participants -> participants)") from None
+        self.source = source
 
     def prepare(self) -> None:
         import torch
@@ -177,6 +194,10 @@ class FLJob(Job):
         from hpcbench.fl.emulation import Emulation
 
         cfg, setup, comm = self.cfg, self.setup, self.comm
+        if comm.rank == 0:
+            from hpcbench.fl.header import describe
+
+            print(describe(cfg, str(results.path), comm.size, self.source), flush=True)
         progress = None
         if comm.rank == 0 and cfg.progress:
             from tqdm import tqdm

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
 import sys
@@ -62,18 +61,16 @@ class PipelineJob(Job):
     epilog = "Every config key can be overridden: --allocators '[even, optimal]' --devices.speed 4:1"
 
     def add_arguments(self, parser) -> None:
-        from hpcbench.pipeline.config import flatten_keys
+        from hpcbench.pipeline.config import PipelineConfig
+        from hpcbench.runtime.config import add_config_arguments
 
-        parser.add_argument("config", nargs="?", help="YAML job file (defaults apply where omitted)")
-        for key in flatten_keys():
-            parser.add_argument(f"--{key}", dest="key:" + key, metavar="VALUE", default=None,
-                                help=argparse.SUPPRESS)
+        add_config_arguments(parser, PipelineConfig)
 
     def configure(self, args) -> None:
         from hpcbench.pipeline.config import load_config
+        from hpcbench.runtime.config import config_overrides
 
-        overrides = {k[4:]: v for k, v in vars(args).items() if k.startswith("key:") and v is not None}
-        self.cfg = load_config(args.config, overrides)
+        self.cfg = load_config(args.config, config_overrides(args))
         cfg, p = self.cfg, self.comm.size
         if cfg.model.layers + 3 < p:
             raise InputError(f"model.layers: {cfg.model.layers} encoder layers (+3) cannot fill {p} stages")

@@ -11,6 +11,7 @@ a huge or alias-expanded input never floods the terminal.
 
 from __future__ import annotations
 
+import argparse
 import textwrap
 import typing
 from pathlib import Path
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["ConfigError", "Strict", "load_config", "flatten_keys", "keys_help", "short_repr",
-           "MAX_CONFIG_BYTES"]
+           "add_config_arguments", "config_overrides", "read_yaml_mapping", "MAX_CONFIG_BYTES"]
 
 #: Largest config file accepted (a job file is a few hundred bytes).
 MAX_CONFIG_BYTES = 1 << 20
@@ -34,9 +35,13 @@ class ConfigError(InputError):
 
 
 class Strict(BaseModel):
-    """Base of every config section: unknown keys are errors, types are not coerced, frozen."""
+    """Base of every config section: unknown keys are errors, types are not coerced, frozen.
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    A field's meaning, shown by ``--help`` (:func:`keys_help`), is its
+    ``Field(description=...)`` or the docstring written on the line after it.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
 
 
 def short_repr(value: Any, limit: int = _MAX_SHOWN) -> str:
@@ -94,27 +99,86 @@ def flatten_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 
 def keys_help(model: type[BaseModel], prefix: str = "") -> str:
-    """One line per leaf key: ``--key (default VALUE)  description``, from the model itself."""
+    """One entry per leaf key, read from the model itself (nothing is listed twice by hand).
+
+    Each entry is ``--dotted.key (default VALUE)`` followed by the field's
+    description (its ``Field(description=...)`` or attribute docstring). A
+    field holding one of several sections chosen by ``name`` (an FL selector
+    or server optimizer) lists every registered section under a
+    ``key: {name: NAME}`` heading, each with its own keys and defaults.
+
+    Parameters
+    ----------
+    model : type of pydantic.BaseModel
+        A runner's config model (a :class:`Strict` subclass).
+    prefix : str, optional
+        Dotted prefix of ``model``'s keys (for a nested section).
+
+    Returns
+    -------
+    str
+        Text for ``--help``, lines indented by two spaces, descriptions by eight.
+    """
+    return "\n".join(line for line in _help_lines(model, prefix, None) if line)
+
+
+def _help_lines(model: type[BaseModel], prefix: str, values: BaseModel | None) -> list[str]:
+    """:func:`keys_help`'s lines; ``values``: the instance whose values are the defaults (a section's
+    default may differ from its class's, e.g. ``traces.device`` = ``TraceConfig(format=...)``)."""
     lines = []
     for name, field in model.model_fields.items():
         sections = _sections(field.annotation)
+        default = getattr(values, name) if values is not None else field.get_default(call_default_factory=True)
         if len(sections) == 1:
-            lines.append(keys_help(sections[0], prefix + name + "."))
+            lines += _help_lines(sections[0], prefix + name + ".", default)
             continue
         if sections:  # one of several sections, by name: list each one's own keys under it
-            for section in sections:
-                tag = section.model_fields["name"].default if "name" in section.model_fields else ""
+            names = [s.model_fields["name"].default for s in sections]
+            lines.append(f"  --{prefix}{name} NAME (default {getattr(default, 'name', default)!s}): one of "
+                         f"{', '.join(names)}; a new {prefix}{name} section, whose keys follow by NAME")
+            for tag, section in zip(names, sections):
                 lines.append(f"  {prefix}{name}: {{name: {tag}}}")
-                lines.append(keys_help(section, f"{prefix}{name}."))
+                lines += _help_lines(section, f"{prefix}{name}.", None)
             continue
-        default = field.get_default(call_default_factory=True)
-        if isinstance(default, BaseModel):  # a section given as a union default
+        if isinstance(default, BaseModel):
             default = default.model_dump()
-        desc = (field.description or "").strip()
+        desc = " ".join((field.description or "").split())
         head = f"  --{prefix}{name} (default {short_repr(default, 60)})"
-        lines.append(head if not desc else head + "\n" + textwrap.indent(
-            textwrap.fill(desc, 76), " " * 8))
-    return "\n".join(line for line in lines if line)
+        lines.append(head if not desc else head + "\n" + textwrap.indent(textwrap.fill(desc, 76), " " * 8))
+    return lines
+
+
+def add_config_arguments(parser, model: type[BaseModel]) -> None:
+    """Give a runner's parser its config file argument, a ``--KEY VALUE`` per leaf key, and their help.
+
+    Adds the optional positional ``config`` (a YAML job file) and one hidden
+    ``--dotted.key`` option per key of :func:`flatten_keys` (stored under
+    ``key:dotted.key``, read back by :func:`config_overrides`), and appends
+    :func:`keys_help` to the parser's epilog, so ``--help`` lists every key with
+    its default and meaning.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The runner's parser (with a raw-text formatter, as the lifecycle makes).
+    model : type of pydantic.BaseModel
+        The runner's config model.
+    """
+    parser.add_argument("config", nargs="?", help="YAML job file (defaults apply where omitted)")
+    for key in flatten_keys(model):
+        parser.add_argument(f"--{key}", dest="key:" + key, metavar="VALUE", default=None,
+                            help=argparse.SUPPRESS)
+    listing = ("config keys (set in the YAML file, or on the command line as --KEY VALUE, "
+               "dotted for nested keys):\n" + keys_help(model))
+    parser.epilog = f"{parser.epilog}\n\n{listing}" if parser.epilog else listing
+
+
+def config_overrides(args) -> dict[str, str]:
+    """The ``--KEY VALUE`` flags given on the command line, as ``{dotted key: raw text}``.
+
+    The counterpart of :func:`add_config_arguments`, for :func:`load_config`'s ``overrides``.
+    """
+    return {k[4:]: v for k, v in vars(args).items() if k.startswith("key:") and v is not None}
 
 
 def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
@@ -176,6 +240,18 @@ def _read_yaml(path: Path, source: str) -> dict:
     return loaded
 
 
+def read_yaml_mapping(path: str | Path) -> dict:
+    """A YAML file whose top level is a mapping, read with the checks of :func:`load_config`.
+
+    Raises
+    ------
+    ConfigError
+        Missing, unreadable, oversized, non-UTF-8, empty or malformed file, or
+        a top level that is not a mapping; the message names the file.
+    """
+    return _read_yaml(Path(path), str(path))
+
+
 def load_config(model: type[BaseModel], path: str | Path | None = None,
                 overrides: Mapping[str, str] | None = None, tree: Mapping[str, Any] | None = None):
     """Read a YAML job file, apply ``--key value`` overrides, validate.
@@ -203,7 +279,7 @@ def load_config(model: type[BaseModel], path: str | Path | None = None,
         Missing, unreadable, non-UTF-8, empty or unparsable file, unknown key,
         wrong type or out-of-range value; the message names the key and the value.
     """
-    source = str(path) if path is not None else "<defaults>"
+    source = str(path) if path is not None else "<config>" if tree else "<defaults>"
     raw: dict = dict(tree or {})
     if path is not None:
         raw.update(_read_yaml(Path(path), source))

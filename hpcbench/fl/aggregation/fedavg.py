@@ -64,6 +64,7 @@ class FedAvg(Aggregator):
         """FedAvg: ``server_learning_rate`` scales the averaged update (1 = plain FedAvg)."""
 
         server_learning_rate: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
+        """server step on the weighted mean client update (1: plain FedAvg)"""
 
     def aggregate(self, global_params: np.ndarray, deltas: np.ndarray, updates: ClientUpdates,
                   round_: int) -> np.ndarray:

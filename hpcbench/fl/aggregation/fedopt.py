@@ -42,10 +42,15 @@ class FedOpt(Aggregator):
         """Adaptive server optimizer: server learning rate ``eta``, ``beta1``, ``beta2``, ``tau``."""
 
         eta: float = Field(3e-3, gt=0, le=100, allow_inf_nan=False)
+        """server learning rate (FedScale 3e-3, Flower 1e-2)"""
         beta1: float = Field(0.9, ge=0, lt=1)
+        """decay of the first moment m"""
         beta2: float = Field(0.99, ge=0, lt=1)
+        """decay of the second moment v (FedAdagrad: unused)"""
         tau: float = Field(1e-8, gt=0, le=1, allow_inf_nan=False)
+        """adaptivity: added to sqrt(v) (FedScale 1e-8, Flower 1e-3)"""
         bias_correction: bool = True
+        """divide m and v by 1 - beta^t as Adam"""
 
     #: whether ``v`` is an exponential average that Adam's bias correction applies to
     corrects_v = True

@@ -29,6 +29,7 @@ class FedProx(FedAvg):
         """FedProx: proximal coefficient ``mu`` >= 0 (0 gives FedAvg)."""
 
         mu: float = Field(0.1, ge=0, le=1e6, allow_inf_nan=False)
+        """weight of the clients' proximal term mu/2 ||w - w_global||^2"""
 
     def client_regulariser(self):
         """``mu/2 * sum_j ||p_j - g_j||^2`` over the trainable tensors (None when ``mu == 0``)."""

@@ -36,6 +36,7 @@ class QFedAvg(Aggregator):
         """q-FedAvg: fairness exponent ``q`` >= 0."""
 
         q: float = Field(1.0, ge=0, le=100, allow_inf_nan=False)
+        """fairness exponent q (0: FedAvg-like, larger: more weight on high-loss clients)"""
 
     needs_global_loss = True
     accepts_pseudo_gradient = False  # F_k and ||g_k|| are per client: FedBuff's buffered sum has neither
