@@ -208,10 +208,15 @@ class FLConfig(_Strict):
     """end the job at the first evaluation reaching target_accuracy"""
     traces: TracesConfig = TracesConfig()
     mode: Literal["sync", "async"] = "sync"
+    """sync: synchronous rounds; async: FedBuff buffered asynchronous updates (section asynchronous)"""
     asynchronous: AsyncConfig = AsyncConfig()
+    """FedBuff settings, read when mode is async"""
     dropouts: bool = True
+    """a client offline (availability trace) at its finish time drops out and its update is discarded"""
     uplink_compression: UplinkCompressionConfig = UplinkCompressionConfig()
+    """compressor of client updates, with client-side error feedback; the clock charges its payload bytes"""
     downlink_compression: CompressionConfig = CompressionConfig()
+    """compressor of the model sent to clients; the clock charges its payload bytes"""
     output: str = "results/{job_name}-{start}.h5"
     """HDF5 result file; {job_name} and {start} (UTC start time) are filled in"""
     progress: bool = True
