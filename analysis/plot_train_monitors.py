@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_results import load_runs, summary_rows  # noqa: E402
+from _train_results import load_runs, summary_rows  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ import pytest
 
 from mpitools import ROOT, run_mpi
 
-ANALYSIS = sorted((ROOT / "analysis").glob("*.py"))
+#: the figure scripts (``analysis/_NAME.py`` are helpers they share, not scripts)
+ANALYSIS = sorted(p for p in (ROOT / "analysis").glob("*.py") if not p.name.startswith("_"))
 
 _PROBE = """
 import runpy, sys
