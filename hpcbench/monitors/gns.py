@@ -23,33 +23,14 @@ import math
 from typing import ClassVar
 
 import numpy as np
-import torch
 
 from hpcbench.monitors.base import GradientView, Monitor
+from hpcbench.monitors.norms import sq_norm
 
 __all__ = ["GradientNoiseScale", "ESTIMATORS", "sq_norm", "noise_scale_terms"]
 
 #: how ``|G_small|^2`` is taken: one worker's (KungFu's), or the mean over workers
 ESTIMATORS = ("local", "mean")
-
-
-def sq_norm(tensors) -> float:
-    """``sum_t |t|_2^2`` over ``tensors``, accumulated in float64.
-
-    Parameters
-    ----------
-    tensors : sequence of Tensor
-        Any shapes, floating dtypes.
-
-    Returns
-    -------
-    float
-        The squared L2 norm of all tensors concatenated.
-    """
-    total = 0.0
-    for t in tensors:
-        total += float(torch.linalg.vector_norm(t.detach().reshape(-1), dtype=torch.float64)) ** 2
-    return total
 
 
 def noise_scale_terms(g_small_sq: float, b_small: float, g_big_sq: float,

@@ -22,6 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from hpcbench.monitors.norms import sq_norm
+
 __all__ = ["BucketPlan", "GradientBuckets", "BucketTimes"]
 
 
@@ -160,7 +162,7 @@ class GradientBuckets:
             b = self._next
             flat = self.flats[b]
             if self.want_norm:
-                self.local_sq_norm += float(torch.linalg.vector_norm(flat, dtype=torch.float64)) ** 2
+                self.local_sq_norm += sq_norm(flat)
             if self.keep_local:
                 self.local[b] = flat.clone()
             self.times.started[b] = self.clock()
