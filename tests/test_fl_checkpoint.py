@@ -1,0 +1,189 @@
+"""Checkpoint and ``--resume`` of the federated emulation (issue 11): killed and resumed equals uninterrupted."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from hpcbench.fl.checkpoint import FORMAT, config_differences, load_checkpoint, save_checkpoint
+from hpcbench.results import read_attrs, read_table
+from hpcbench.runtime.errors import InputError
+from mpitools import run_mpi
+
+CONFIG = "jobs/configs/digits.yaml"
+#: Oort (pacer active), FedYogi, a decaying learning rate and top-k uplink with error feedback: every piece
+#: of state a checkpoint holds is exercised
+SYNC = ["--rounds", "6", "--eval_interval", "3", "--progress", "false", "--selection", "oort",
+        "--selection.pacer_step", "2", "--aggregator", "fedyogi", "--aggregator.eta", "0.01", "--decay_factor",
+        "0.9", "--decay_round", "2", "--uplink_compression.name", "topk", "--checkpoint_interval", "2"]
+ASYNC = ["--mode", "async", "--rounds", "6", "--eval_interval", "3", "--progress", "false", "--selection", "oort",
+         "--aggregator", "fedyogi", "--aggregator.eta", "0.01", "--uplink_compression.name", "topk",
+         "--checkpoint_interval", "2"]
+#: rank 0 leaves with os._exit at the start of step 6: the checkpoint is from step 4 and step 5's rows,
+#: written after it, must be dropped by the resume
+KILL = ["--fault-inject", "0:6:exit"]
+#: columns that measure the machine, not the emulation
+WALL = ("wall_time_s", "round_wall_s", "train_wall_s", "train_cpu_s")
+
+
+def _fl(n: int, args: list[str], out):
+    return run_mpi(n, ["-m", "hpcbench.fl", CONFIG, *args, "--output", str(out)], timeout=240)
+
+
+def _ok(proc):
+    assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+
+
+def _kill_and_resume(n: int, args: list[str], tmp_path):
+    """Run uninterrupted and killed-then-resumed at ``-n n``; return both result files."""
+    full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"
+    _ok(_fl(n, args, full))
+    killed = _fl(n, args + KILL, cut)
+    assert killed.returncode != 0, killed.stdout
+    assert read_attrs(cut)["status"] == "running"
+    assert (tmp_path / "cut.h5.ckpt").is_file()
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+    _ok(_fl(n, args + ["--resume", str(tmp_path / "cut.h5.ckpt")], cut))
+    return full, cut
+
+
+def _assert_same_run(full, cut, tables):
+    a, b = read_attrs(full), read_attrs(cut)
+    assert b["status"] == "completed" and b["resumed_from_step"] == 4
+    assert b["final_parameters_sha256"] == a["final_parameters_sha256"]
+    with h5py.File(full, "r") as fa, h5py.File(cut, "r") as fb:
+        assert fb["model/final_parameters"][()].tobytes() == fa["model/final_parameters"][()].tobytes()
+    for name in ("time_to_accuracy_s", "rounds_to_accuracy", "final_test_accuracy", "rounds_completed"):
+        assert np.array_equal(a[name], b[name], equal_nan=True), name
+    for table in tables:
+        ta, tb = read_table(full, table), read_table(cut, table)
+        assert set(ta) == set(tb)
+        for col in ta:
+            if col in WALL:
+                continue
+            x, y = np.asarray(ta[col]), np.asarray(tb[col])
+            assert x.shape == y.shape, (table, col, x.shape, y.shape)
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), (table, col)
+    assert len(read_table(cut, "ranks")["rank"]) == len(read_table(full, "ranks")["rank"])
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [1, 4])
+def test_sync_killed_and_resumed_is_bit_identical(n, tmp_path):
+    """Oort + FedYogi + top-k with EF, killed by os._exit after the step-4 checkpoint: same bits as uninterrupted."""
+    full, cut = _kill_and_resume(n, SYNC, tmp_path)
+    _assert_same_run(full, cut, ("rounds", "clients"))
+    np.testing.assert_array_equal(read_table(cut, "rounds")["round"], np.arange(1, 7))
+
+
+@pytest.mark.mpi
+def test_async_killed_and_resumed_is_bit_identical(tmp_path):
+    """FedBuff (planner in flight, kept versions) at -n 2: same bits as uninterrupted."""
+    full, cut = _kill_and_resume(2, ASYNC, tmp_path)
+    _assert_same_run(full, cut, ("rounds", "tasks"))
+
+
+# ---------------------------------------------------------------------------- bad resumes: exit 2
+def _run_inprocess(argv):
+    from hpcbench.fl.job import FLJob
+    from hpcbench.runtime.lifecycle import run
+
+    return run(FLJob, [CONFIG, "--progress", "false", *argv])
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    """A real checkpoint from a 2-round run (in-process, size 1)."""
+    out = tmp_path / "run.h5"
+    assert _run_inprocess(["--rounds", "2", "--checkpoint_interval", "2", "--output", str(out)]) == 0
+    return out, tmp_path / "run.h5.ckpt"
+
+
+def test_resume_with_changed_config_exits_2_naming_keys(checkpoint, capsys):
+    out, ckpt = checkpoint
+    capsys.readouterr()
+    assert _run_inprocess(["--rounds", "3", "--learning_rate", "0.2", "--aggregator", "fedyogi",
+                           "--resume", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert "learning_rate" in err and "aggregator.name" in err and "rounds" not in err.split("only")[0]
+    assert read_attrs(out)["status"] == "completed"  # the results file was not touched
+
+
+def test_resume_continues_with_more_rounds(checkpoint):
+    """rounds may grow on resume: the file gets the new rounds appended."""
+    out, ckpt = checkpoint
+    assert _run_inprocess(["--rounds", "3", "--resume", str(ckpt)]) == 0
+    np.testing.assert_array_equal(read_table(out, "rounds")["round"], [1, 2, 3])
+    assert read_attrs(out)["status"] == "completed"
+
+
+@pytest.mark.parametrize("content", [None, b"", b"not a checkpoint", "pickle"])
+def test_missing_or_corrupt_checkpoint_exits_2(tmp_path, content, capsys):
+    ckpt = tmp_path / "bad.ckpt"
+    if content == "pickle":  # arbitrary objects are refused, never unpickled
+        torch.save({"format": FORMAT, "payload": _Arbitrary()}, ckpt)
+    elif content is not None:
+        ckpt.write_bytes(content)
+    assert _run_inprocess(["--rounds", "2", "--resume", str(ckpt), "--output", str(tmp_path / "o.h5")]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert not (tmp_path / "o.h5").exists()
+
+
+class _Arbitrary:
+    pass
+
+
+def test_truncated_checkpoint_is_refused(checkpoint):
+    _, ckpt = checkpoint
+    data = ckpt.read_bytes()
+    ckpt.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="not a readable checkpoint"):
+        load_checkpoint(ckpt)
+
+
+@pytest.mark.parametrize("argv, key", [(["--checkpoint_interval", "-1"], "checkpoint_interval"),
+                                       (["--checkpoint", "{nope}.ckpt"], "checkpoint")])
+def test_bad_checkpoint_keys_exit_2(tmp_path, argv, key, capsys):
+    assert _run_inprocess([*argv, "--output", str(tmp_path / "o.h5")]) == 2
+    assert key in capsys.readouterr().err
+    assert not (tmp_path / "o.h5").exists()
+
+
+# ----------------------------------------------------------------------------------- atomic write
+def test_crash_mid_write_leaves_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "c.ckpt"
+    save_checkpoint(path, {"step": 2, "params": np.arange(5, dtype=np.float32)})
+
+    def dies_half_way(obj, fh, *args, **kwargs):
+        fh.write(b"PK\x03\x04 partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", dies_half_way)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(path, {"step": 4, "params": np.zeros(5, np.float32)})
+    monkeypatch.undo()
+    state = load_checkpoint(path)
+    assert state["step"] == 2 and state["params"].dtype == np.float32
+    np.testing.assert_array_equal(state["params"], np.arange(5))
+    assert os.listdir(tmp_path) == ["c.ckpt"]
+
+
+def test_round_trip_keeps_dtypes_and_nesting(tmp_path):
+    state = {"a": np.array([1, 2], np.int64), "b": {3: {"w": np.ones((2, 2), np.float64)}}, "c": [1.5, None, "x"],
+             "d": np.bool_(True), "e": np.zeros(3, bool)}
+    got = load_checkpoint(save_checkpoint(tmp_path / "s.ckpt", state))
+    assert got["a"].dtype == np.int64 and got["b"][3]["w"].dtype == np.float64 and got["e"].dtype == bool
+    assert got["c"] == [1.5, None, "x"] and got["d"] is True
+
+
+def test_config_differences_names_nested_keys_but_not_run_time_ones():
+    import json
+
+    saved = {"seed": 1, "rounds": 5, "progress": True, "aggregator": {"name": "fedyogi", "eta": 0.01}}
+    now = {"seed": 1, "rounds": 9, "progress": False, "aggregator": {"name": "fedyogi", "eta": 0.02}}
+    assert config_differences(json.dumps(saved), now) == ["aggregator.eta"]
+    assert config_differences(json.dumps(saved), {**saved, "seed": 2, "extra": 1}) == ["extra", "seed"]
