@@ -216,3 +216,27 @@ def test_codec_state_continues_bit_for_bit_after_a_checkpoint(name, tmp_path):
         a, _ = first.encode(d, client_id=i % 2)
         b, _ = second.encode(d, client_id=i % 2)
         assert a.tobytes() == b.tobytes()
+
+
+# ----------------------------------------------------------------------- results file reopened for append
+def test_reopen_truncates_and_refuses_another_kind(tmp_path):
+    from hpcbench.results import Column, ResultsFile
+
+    cols = [Column("round", "int64", "1"), Column("x", "float64", "s")]
+    path = tmp_path / "r.h5"
+    rf = ResultsFile(path, "fl", {"rounds": 3})
+    rf.table("rounds", cols).append({"round": [1, 2, 3], "x": [0.5, 1.5, 2.5]})
+    rf._h5.close()  # as a killed run leaves it: status running
+    again = ResultsFile.reopen(path, "fl", {"rounds": 4}, {"resumed_at": "now"})
+    table = again.table("rounds", cols)
+    assert table.rows == 3
+    table.truncate(2)
+    table.append({"round": [3, 4], "x": [9.0, 9.5]})
+    with pytest.raises(ValueError, match="columns"):
+        again.table("rounds", cols[:1])
+    again.close("completed")
+    np.testing.assert_array_equal(read_table(path, "rounds")["x"], [0.5, 1.5, 9.0, 9.5])
+    attrs = read_attrs(path)
+    assert attrs["status"] == "completed" and attrs["resumed_at"] == "now" and attrs["config"]["rounds"] == 4
+    with pytest.raises(ValueError, match="not a 'train' results file"):
+        ResultsFile.reopen(path, "train", {})
