@@ -20,7 +20,8 @@ CONFIG = "jobs/configs/digits.yaml"
 #: trace about a dozen are online, fewer than a round's 13 selected, and any selector picks them all)
 SYNC = ["--traces.availability.format", "none", "--rounds", "6", "--eval_interval", "3", "--progress", "false", "--selection", "oort",
         "--selection.pacer_step", "2", "--aggregator", "fedyogi", "--aggregator.eta", "0.01", "--decay_factor",
-        "0.9", "--decay_round", "2", "--uplink_compression.name", "topk", "--checkpoint_interval", "2"]
+        "0.9", "--decay_round", "2", "--uplink_compression.name", "topk", "--checkpoint_interval", "2",
+        "--target_accuracy", "0.1"]  # reached at round 3, before the checkpoint: the summary is restored
 ASYNC = ["--traces.availability.format", "none", "--mode", "async", "--rounds", "6", "--eval_interval", "3", "--progress", "false", "--selection", "oort",
          "--aggregator", "fedyogi", "--aggregator.eta", "0.01", "--uplink_compression.name", "topk",
          "--checkpoint_interval", "2"]
@@ -60,6 +61,7 @@ def _assert_same_run(full, cut, tables):
         assert fb["model/final_parameters"][()].tobytes() == fa["model/final_parameters"][()].tobytes()
     for name in ("time_to_accuracy_s", "rounds_to_accuracy", "final_test_accuracy", "rounds_completed"):
         assert np.array_equal(a[name], b[name], equal_nan=True), name
+    assert ("wall_to_accuracy_s" in a) == ("wall_to_accuracy_s" in b)
     for table in tables:
         ta, tb = read_table(full, table), read_table(cut, table)
         assert set(ta) == set(tb)
@@ -78,6 +80,7 @@ def test_sync_killed_and_resumed_is_bit_identical(n, tmp_path):
     """Oort + FedYogi + top-k with EF, killed by os._exit after the step-4 checkpoint: same bits as uninterrupted."""
     full, cut = _kill_and_resume(n, SYNC, tmp_path)
     _assert_same_run(full, cut, ("rounds", "clients"))
+    assert read_attrs(cut)["rounds_to_accuracy"] == 3
     np.testing.assert_array_equal(read_table(cut, "rounds")["round"], np.arange(1, 7))
 
 

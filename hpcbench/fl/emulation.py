@@ -46,6 +46,7 @@ from hpcbench.fl.contracts import (STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRA
 from hpcbench.fl.output import CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED
 from hpcbench.fl.training import client_generator, decayed_learning_rate, evaluate, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
+from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import fault_point
 from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
 from hpcbench.runtime.wakeup import Waker
@@ -380,8 +381,13 @@ class Emulation:
             setattr(summary, key, type(getattr(summary, key))(value))
         if results:
             for name, table in tables.items():
-                table.truncate(int(state["tables"][name]))
-            for name in ("ranks", "model/final_parameters", "final_parameters_sha256", "wall_to_accuracy_s"):
+                try:
+                    table.truncate(int(state["tables"][name]))
+                except (KeyError, ValueError) as exc:
+                    raise InputError(f"--resume: results file {str(results.path)!r} does not match the "
+                                     f"checkpoint ({exc})") from None
+            ends = ("ranks", "model/final_parameters", "final_parameters_sha256")
+            for name in ends + (("wall_to_accuracy_s",) if summary.rounds_to_accuracy < 0 else ()):
                 results.remove(name)
             results.set_attrs(time_to_accuracy_s=summary.time_to_accuracy_s,
                               rounds_to_accuracy=summary.rounds_to_accuracy, resumed_from_step=self.resume_step)
