@@ -17,6 +17,7 @@ from hpcbench.fl.checkpoint import FORMAT, config_differences, load_checkpoint, 
 from hpcbench.results import read_attrs, read_table
 from hpcbench.runtime.errors import InputError
 from mpitools import ROOT, mpiexec_path, run_mpi
+from test_fl_job import _kill_job
 
 CONFIG = "jobs/configs/digits.yaml"
 #: Oort (pacer active), FedYogi, a decaying learning rate and top-k uplink with error feedback: every piece
@@ -89,33 +90,6 @@ def test_sync_killed_and_resumed_is_bit_identical(n, tmp_path):
     np.testing.assert_array_equal(read_table(cut, "rounds")["round"], np.arange(1, 7))
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from /proc), so none survives a kill to hold the results file."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.mpi
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find the job's processes")
 def test_async_sigkilled_and_resumed_is_bit_identical(tmp_path):
@@ -130,17 +104,9 @@ def test_async_sigkilled_and_resumed_is_bit_identical(tmp_path):
     deadline = time.time() + 120
     while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
-    pids = _descendants(proc.pid)
-    os.killpg(proc.pid, signal.SIGKILL)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.wait(timeout=30) == -signal.SIGKILL, "the job ended before it could be killed"
+    _kill_job(proc)  # SIGKILL to the process group and to every process below mpiexec
+    assert proc.returncode == -signal.SIGKILL, "the job ended before it could be killed"
     until = time.time() + 30
-    while time.time() < until and any(_alive(pid) for pid in pids):
-        time.sleep(0.05)
     step = int(load_checkpoint(ckpt)["step"])
     while True:  # the kernel drops a killed writer's HDF5 file lock a moment after the process is gone
         try:
