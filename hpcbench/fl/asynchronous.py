@@ -144,6 +144,10 @@ class ServerUpdate:
     in_flight: int = 0
 
 
+#: a value of each Task field's type, in field order (for rebuilding tasks from a checkpoint)
+_TASK_TYPES = (0, 0, 0, 0.0, 0.0, 0.0, "", 0, 0)
+
+
 class FedBuffPlanner:
     """Discrete-event FedBuff schedule over the virtual clock's traces.
 
@@ -203,6 +207,50 @@ class FedBuffPlanner:
     def needed_versions(self) -> set[int]:
         """Model versions some in-flight task started from (the ones to keep), current included."""
         return {t.start_version for t in self._in_flight.values()} | {self.version}
+
+    _TASK_FIELDS = ("task", "client_id", "start_version", "start_s", "compute_s", "communication_s",
+                    "status", "staleness", "applied_in")
+
+    def state_dict(self) -> dict:
+        """The schedule's position: version, virtual time, counters, tasks in flight and the buffer.
+
+        Each task list (``in_flight``, ``buffer``, ``stale``, ``dropouts``) is
+        a list of ``[task, client_id, start_version, start_s, compute_s,
+        communication_s, status, staleness, applied_in]`` rows (Python
+        scalars). Finish events are rebuilt from the in-flight tasks (a heap
+        of ``(finish_s, task)`` pops in the same order whatever its layout).
+        """
+        def rows(tasks):
+            return [[getattr(t, f) for f in self._TASK_FIELDS] for t in tasks]
+
+        return {"version": self.version, "now_s": self.now_s, "tasks": self._tasks,
+                "selections": self._selections, "in_flight": rows(self.in_flight()),
+                "buffer": rows(self._buffer), "stale": rows(self._stale), "dropouts": rows(self._dropouts)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`'s output (continues the schedule bit for bit).
+
+        Raises
+        ------
+        ValueError
+            Missing keys, or more tasks in flight than ``concurrency``.
+        """
+        want = {"version", "now_s", "tasks", "selections", "in_flight", "buffer", "stale", "dropouts"}
+        if set(state) != want:
+            raise ValueError(f"FedBuff planner state needs keys {sorted(want)}; got {sorted(state)}")
+        if len(state["in_flight"]) > self.concurrency:
+            raise ValueError(f"{len(state['in_flight'])} tasks in flight exceed concurrency {self.concurrency}")
+
+        def tasks(rows):
+            return [Task(*(type(default)(v) for default, v in zip(_TASK_TYPES, row))) for row in rows]
+
+        self.version, self.now_s = int(state["version"]), float(state["now_s"])
+        self._tasks, self._selections = int(state["tasks"]), int(state["selections"])
+        self._in_flight = {t.task: t for t in tasks(state["in_flight"])}
+        self._busy = {t.client_id for t in self._in_flight.values()}
+        self._heap = [(t.finish_s, t.task) for t in self._in_flight.values()]
+        heapq.heapify(self._heap)
+        self._buffer, self._stale, self._dropouts = (tasks(state[k]) for k in ("buffer", "stale", "dropouts"))
 
     # -- events ---------------------------------------------------------------------------
     def _candidates(self, t: float) -> np.ndarray:

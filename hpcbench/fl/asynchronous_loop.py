@@ -185,7 +185,12 @@ class AsyncEmulation(Emulation):
                 if results else None
             test_set = self.dataset.test_set()
         stop = False
-        for batch in range(1, cfg.rounds + 1):
+        if self.rank == 0 and self.resume is not None:
+            params, stop, spent = self._restore(results, self._table_map(tables), summary)
+            t0 -= spent
+            planner.load_state_dict(self.resume["planner"])
+            versions = {int(v): np.array(m, dtype=np.float32) for v, m in self.resume["versions"].items()}
+        for batch in range(self.resume_step + 1, cfg.rounds + 1):
             fault_point(batch)
             if self.rank != 0:
                 if self.rank in self.active_executors(batch) and not self._execute(batch, stop_req):
@@ -213,11 +218,18 @@ class AsyncEmulation(Emulation):
             if tables:
                 self._record_update(tables, update, ranks, meta, up_bytes, utility, acc, loss, train_loss,
                                     len(versions), time.perf_counter() - t0)
+            self._checkpoint(batch, results, self._table_map(tables), params, summary, t0, stop,
+                             planner=planner.state_dict(), versions=versions)
             if progress is not None:
                 progress.update(1)
                 progress.set_postfix(acc=f"{summary.final_accuracy:.3f}", vtime=f"{update.time_s:.0f}s",
                                      refresh=False)
         return self._finish(summary, t0, params, results, None if self.rank == 0 else stop_req)
+
+    @staticmethod
+    def _table_map(tables) -> dict:
+        """The open tables by name (empty without a results file)."""
+        return dict(zip(("rounds", "tasks"), tables)) if tables else {}
 
     def _feedback_update(self, selection: int, update, meta: np.ndarray) -> np.ndarray:
         """Rank 0: feed the selector every task that finished since the previous server update.

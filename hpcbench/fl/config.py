@@ -221,6 +221,10 @@ class FLConfig(_Strict):
     """HDF5 result file; {job_name} and {start} (UTC start time) are filled in"""
     progress: bool = True
     """show a progress bar on rank 0 (stderr)"""
+    checkpoint_interval: int = Field(0, ge=0, le=1_000_000)
+    """rank 0 writes an atomic checkpoint every this many rounds (async: server updates); 0: never"""
+    checkpoint: str = Field("{output}.ckpt", min_length=1)
+    """checkpoint file; {output} (the results file) and {job_name} are filled in; --resume FILE continues it"""
 
     @model_validator(mode="after")
     def _check(self):

@@ -29,6 +29,7 @@ client never changes its result.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import os
 import resource
@@ -45,6 +46,7 @@ from hpcbench.fl.contracts import (STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRA
 from hpcbench.fl.output import CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED
 from hpcbench.fl.training import client_generator, decayed_learning_rate, evaluate, train_client
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
+from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import fault_point
 from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
 from hpcbench.runtime.wakeup import Waker
@@ -136,6 +138,9 @@ class Emulation:
         self._regulariser = aggregator.client_regulariser()
         self.uplink = None  # hpcbench.fl.uplink.UpdateCodec (rank 0 encodes); None: uncompressed
         self.downlink = None
+        self.checkpoint_path = None  # rank 0 writes checkpoints there every cfg.checkpoint_interval steps
+        self.resume = None  # a loaded checkpoint (hpcbench.fl.checkpoint) to continue from; rank 0 uses it whole
+        self.resume_step = 0  # the step it was taken after (every rank)
 
     # -- who trains ----------------------------------------------------------------------------
     def _executor_nodes(self) -> list[tuple[list[int], int]]:
@@ -330,6 +335,65 @@ class Emulation:
                                f"clock charged {self.clock.up_bytes}")
         return nbytes
 
+    # -- checkpoints (rank 0) -----------------------------------------------------------------
+    def _checkpoint(self, step: int, results, tables: dict, params: np.ndarray, summary: Summary, t0: float,
+                    stop: bool, **extra) -> None:
+        """Write the checkpoint after ``step`` when one is due (see :mod:`hpcbench.fl.checkpoint`).
+
+        ``tables`` maps table names to the open tables (their row counts are
+        saved, so a resume truncates what a killed run appended after
+        ``step``); ``extra`` holds the mode's own state (FedBuff's planner).
+        """
+        every = self.cfg.checkpoint_interval
+        if self.checkpoint_path is None or not every or step % every:
+            return
+        from hpcbench.fl.checkpoint import save_checkpoint
+
+        codec = {name: None if c is None else c.state_dict()
+                 for name, c in (("uplink", self.uplink), ("downlink", self.downlink))}
+        save_checkpoint(self.checkpoint_path, {
+            "config": json.dumps(self.cfg.model_dump(), sort_keys=True, default=str), "mode": self.cfg.mode,
+            "step": step, "output": str(results.path) if results else "", "params": params,
+            "aggregator": self.aggregator.state_dict(), "selector": self.clock.selector.state_dict(),
+            **codec, "clock_now_s": self.clock.now_s, "stop": bool(stop), "wall_s": time.perf_counter() - t0,
+            "tables": {name: t.rows for name, t in tables.items()} if results else {},
+            "summary": {"rounds": summary.rounds, "final_accuracy": summary.final_accuracy,
+                        "time_to_accuracy_s": summary.time_to_accuracy_s,
+                        "rounds_to_accuracy": summary.rounds_to_accuracy},
+            **extra})
+
+    def _restore(self, results, tables: dict, summary: Summary) -> tuple[np.ndarray, bool, float]:
+        """Load ``self.resume`` into the strategies, codecs, clock, ``summary`` and the results file.
+
+        Tables are truncated to the rows they held at the checkpoint and what
+        the run writes at its end is removed, so the file continues exactly.
+        Returns the global parameters, the stop flag and the wall seconds
+        already spent.
+        """
+        state = self.resume
+        self.aggregator.load_state_dict(state["aggregator"])
+        self.clock.selector.load_state_dict(state["selector"])
+        for name, codec in (("uplink", self.uplink), ("downlink", self.downlink)):
+            if codec is not None:
+                codec.load_state_dict(state[name])
+        self.clock.now_s = float(state["clock_now_s"])
+        for key, value in state["summary"].items():
+            setattr(summary, key, type(getattr(summary, key))(value))
+        if results:
+            for name, table in tables.items():
+                try:
+                    table.truncate(int(state["tables"][name]))
+                except (KeyError, ValueError) as exc:
+                    raise InputError(f"--resume: results file {str(results.path)!r} does not match the "
+                                     f"checkpoint ({exc})") from None
+            ends = ("ranks", "model/final_parameters", "final_parameters_sha256")
+            for name in ends + (("wall_to_accuracy_s",) if summary.rounds_to_accuracy < 0 else ()):
+                results.remove(name)
+            results.set_attrs(time_to_accuracy_s=summary.time_to_accuracy_s,
+                              rounds_to_accuracy=summary.rounds_to_accuracy, resumed_from_step=self.resume_step)
+        params = np.array(state["params"], dtype=np.float32)
+        return params, bool(state["stop"]), float(state["wall_s"])
+
     # -- the loop ---------------------------------------------------------------------------
     def run(self, results=None, progress=None) -> Summary:
         """Run all rounds; rank 0 writes ``results`` (a ResultsFile) and returns the summary."""
@@ -344,11 +408,15 @@ class Emulation:
             clients_tab = results.table("clients", CLIENT_COLUMNS, "one row per selected client per round") \
                 if results else None
             x_test, y_test = self.dataset.test_set()
+            tables = {"rounds": rounds_tab, "clients": clients_tab}
         stop = False
+        if self.rank == 0 and self.resume is not None:
+            params, stop, spent = self._restore(results, tables, summary)
+            t0 -= spent
         if self.rank != 0:
             self._stop_buf = np.zeros(1, dtype=np.int64)
             stop_req = self.comm.Irecv(self._stop_buf, source=0, tag=_STOP_TAG)
-        for round_ in range(1, cfg.rounds + 1):
+        for round_ in range(self.resume_step + 1, cfg.rounds + 1):
             round_t0 = time.perf_counter()
             fault_point(round_)
             if self.rank != 0:
@@ -397,6 +465,7 @@ class Emulation:
             if results:
                 self._record(rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all, utility,
                              acc, loss, train_loss, now - t0, now - round_t0, up_bytes)
+            self._checkpoint(round_, results, tables if results else {}, params, summary, t0, stop)
             if progress is not None:
                 progress.update(1)
                 shown = summary.final_accuracy

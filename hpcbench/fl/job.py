@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 from mpi4py import MPI
 
 from hpcbench.runtime.errors import InputError
@@ -142,6 +144,10 @@ class FLJob(Job):
         parser.add_argument("--fedscale-conf", metavar="CONF.yml", default=None,
                             help="FedScale job file: its job_conf keys set the config (docs/fl.md); the YAML "
                                  "job file and --KEY VALUE flags override them")
+        parser.add_argument("--resume", metavar="CKPT", default=None,
+                            help="continue the run that wrote checkpoint CKPT (same config; rounds, progress, "
+                                 "checkpoint keys and executor_concurrency may change) and append to its "
+                                 "results file")
         add_config_arguments(parser, FLConfig)
 
     def configure(self, args) -> None:
@@ -166,6 +172,43 @@ class FLJob(Job):
             raise ConfigError(f"{exc}\n(FedScale file {args.fedscale_conf}: its job_conf keys set the keys "
                               f"above as docs/fl.md lists, e.g. num_participants -> participants)") from None
         self.source = source
+        from hpcbench.runtime.lifecycle import format_output_path
+
+        format_output_path(self.cfg.checkpoint, {"output": "x.h5", "job_name": self.cfg.job_name}, "checkpoint")
+        self.resume = None if args.resume is None else self._load_resume(args.resume)
+
+    def _load_resume(self, path: str) -> dict:
+        """The checkpoint to continue (every rank reads it), checked against this run's config.
+
+        Raises
+        ------
+        InputError
+            Missing or corrupt file, a config that differs in keys other than
+            :data:`hpcbench.fl.checkpoint.RESUMABLE_KEYS` (named), or fewer
+            ``rounds`` than the checkpoint has done.
+        """
+        from hpcbench.fl.checkpoint import RESUMABLE_KEYS, config_differences, load_checkpoint
+
+        state = load_checkpoint(path)
+        try:
+            differ = config_differences(state["config"], self.cfg.model_dump())
+            step, output = int(state["step"]), str(state["output"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"--resume: {path!r} is an incomplete checkpoint ({type(exc).__name__}: {exc})") \
+                from None
+        if differ:
+            raise InputError(f"--resume: the config differs from the checkpoint's in {', '.join(differ)}; only "
+                             f"{', '.join(RESUMABLE_KEYS)} may change on resume")
+        if self.cfg.rounds < step:
+            raise InputError(f"rounds: {self.cfg.rounds} is less than the {step} the checkpoint {path!r} has done")
+        if not output:
+            raise InputError(f"--resume: checkpoint {path!r} names no results file to append to")
+        if self.comm.rank != 0:  # executors need only the position
+            state = {"step": step, "output": output}
+        return state
+
+    def append_output(self):
+        return None if self.resume is None else self.resume["output"]
 
     def prepare(self) -> None:
         import torch
@@ -201,10 +244,18 @@ class FLJob(Job):
         progress = None
         if comm.rank == 0 and cfg.progress:
             from tqdm import tqdm
-            progress = tqdm(total=cfg.rounds, desc=cfg.job_name, unit="round", file=sys.stderr)
+            progress = tqdm(total=cfg.rounds, initial=self.resume["step"] if self.resume else 0,
+                            desc=cfg.job_name, unit="round", file=sys.stderr)
         emu = (AsyncEmulation if cfg.mode == "async" else Emulation)(
             cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
         emu.uplink, emu.downlink = setup.uplink, setup.downlink
+        if self.resume is not None:
+            emu.resume, emu.resume_step = (self.resume if comm.rank == 0 else None), int(self.resume["step"])
+        if comm.rank == 0 and cfg.checkpoint_interval:
+            from hpcbench.runtime.lifecycle import format_output_path
+
+            emu.checkpoint_path = format_output_path(cfg.checkpoint, {"output": str(results.path),
+                                                                      "job_name": cfg.job_name}, "checkpoint")
         try:
             summary = emu.run(results, progress)
         finally:
@@ -214,7 +265,8 @@ class FLJob(Job):
             results.write_array("model/final_parameters", summary.final_parameters, "1",
                                 "global model parameters after the last round (flat, float32)")
             results.set_attrs(final_test_accuracy=summary.final_accuracy, rounds_completed=summary.rounds,
-                              wall_s=summary.wall_s)
+                              wall_s=summary.wall_s, final_parameters_sha256=hashlib.sha256(
+                                  np.ascontiguousarray(summary.final_parameters, np.float32).tobytes()).hexdigest())
             tta = ("not reached" if summary.rounds_to_accuracy < 0 else
                    f"{summary.time_to_accuracy_s:.1f} s virtual (round {summary.rounds_to_accuracy})")
             unit = "server updates" if cfg.mode == "async" else "rounds"

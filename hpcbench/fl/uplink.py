@@ -147,23 +147,34 @@ class UpdateCodec:
         return list(self._memories)
 
     def state_dict(self) -> dict:
-        """Residuals (client id -> parameter name -> float32 ndarray, LRU order) and compressor state.
+        """Residuals, compressor step counters, generator positions and PowerSGD's warm start.
 
-        A checkpoint can store it as is. With deterministic compressors
-        (``none``, ``fp16``, ``bf16``, ``topk``, ...) :meth:`load_state_dict`
-        continues bit for bit. The compressor part is
-        :meth:`hpcbench.compress.base.Compressor.state_dict`, which holds step
-        counters only: the position of a seeded compressor's rounding
-        generator (``qsgd``, ``terngrad``) and PowerSGD's warm-start ``Q`` are
-        not exposed by :mod:`hpcbench.compress` yet, so those resume from a
-        fresh generator / ``Q``.
+        ``residuals``: client id -> parameter name -> float32 ndarray, in LRU
+        order; ``compressor``: :meth:`hpcbench.compress.base.Compressor.state_dict`
+        (step counters); ``generators``: the state (uint8 ndarray,
+        ``torch.Generator.get_state``) of every ``torch.Generator`` the
+        compressor holds, directly or in one of its attributes (the stochastic
+        rounding of ``qsgd`` and ``terngrad``, top-k's sampled threshold),
+        by attribute path; ``q_memory``: PowerSGD's warm-start ``Q`` per
+        parameter name (float ndarray), when the compressor keeps one. With
+        these, :meth:`load_state_dict` continues bit for bit.
         """
+        q_memory = getattr(self.compressor, "q_memory", None)
         return {"residuals": {cid: {name: e.numpy().copy() for name, e in mem.residuals.items()}
                               for cid, mem in self._memories.items()},
-                "compressor": self.compressor.state_dict()}
+                "compressor": self.compressor.state_dict(),
+                "generators": {path: g.get_state().numpy().copy()
+                               for path, g in _generators(self.compressor).items()},
+                "q_memory": None if q_memory is None else {k: q.numpy().copy() for k, q in q_memory.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore residuals from :meth:`state_dict` (compressor step counters too)."""
+        """Restore :meth:`state_dict`'s output (the keys after ``residuals`` are optional).
+
+        Raises
+        ------
+        ValueError
+            A saved generator that this compressor does not hold.
+        """
         self._memories.clear()
         for cid, residuals in state["residuals"].items():
             mem = ErrorFeedback()
@@ -172,3 +183,21 @@ class UpdateCodec:
         steps = state.get("compressor", {}).get("steps")
         if steps is not None:
             self.compressor._steps = dict(steps)
+        mine = _generators(self.compressor)
+        for path, gen_state in (state.get("generators") or {}).items():
+            if path not in mine:
+                raise ValueError(f"codec state has generator {path!r}; {self.section.name} holds {sorted(mine)}")
+            mine[path].set_state(torch.from_numpy(np.array(gen_state, dtype=np.uint8)))
+        if state.get("q_memory") is not None and hasattr(self.compressor, "q_memory"):
+            self.compressor.q_memory = {k: torch.from_numpy(np.array(q)) for k, q in state["q_memory"].items()}
+
+
+def _generators(obj, depth: int = 1) -> dict[str, torch.Generator]:
+    """``torch.Generator`` attributes of ``obj`` and, ``depth`` levels down, of its attributes (by dotted path)."""
+    out = {}
+    for key, value in vars(obj).items():
+        if isinstance(value, torch.Generator):
+            out[key] = value
+        elif depth > 0 and hasattr(value, "__dict__") and not isinstance(value, (torch.Tensor, type)):
+            out.update({f"{key}.{k}": g for k, g in _generators(value, depth - 1).items()})
+    return out

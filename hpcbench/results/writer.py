@@ -116,6 +116,22 @@ class Table:
         if flush:
             self._owner.flush()
 
+    def truncate(self, rows: int) -> None:
+        """Keep only the first ``rows`` rows (what a resumed run continues from) and flush.
+
+        Raises
+        ------
+        ValueError
+            If ``rows`` is negative or more than the table holds.
+        """
+        if not 0 <= rows <= self._rows:
+            raise ValueError(f"table {self._group.name!r}: cannot keep {rows} of its {self._rows} rows")
+        for name in self._columns:
+            self._group[name].resize((rows,))
+        self._rows = rows
+        self._group.attrs["rows"] = rows
+        self._owner.flush()
+
 
 class ResultsFile:
     """One run's HDF5 result file, opened by a single process.
@@ -164,6 +180,59 @@ class ResultsFile:
             root[key] = _attr(value)
         self.flush()
 
+    @classmethod
+    def reopen(cls, path, kind: str, config: Mapping[str, Any],
+               attrs: Mapping[str, Any] | None = None) -> "ResultsFile":
+        """Open an existing results file to append to it (a resumed run).
+
+        Its ``status`` becomes ``"running"`` again, its config attributes are
+        replaced by ``config`` and ``attrs`` are set; tables are reached with
+        :meth:`table`, which then returns the existing table (to be truncated
+        to the resumed position with :meth:`Table.truncate`).
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path`` does not exist.
+        ValueError
+            The file is not a results file of this ``kind``.
+        OSError
+            The file cannot be opened for writing.
+        """
+        import yaml
+
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"no results file {str(self.path)!r}")
+        self._h5 = h5py.File(self.path, "r+")
+        root = self._h5.attrs
+        if root.get("kind") != kind or "schema_version" not in root:
+            found = root.get("kind")
+            self._h5.close()
+            raise ValueError(f"{str(self.path)!r} is not a {kind!r} results file (kind {found!r})")
+        root["config_yaml"] = yaml.safe_dump(_plain(config), sort_keys=False)
+        root["config_json"] = json.dumps(_plain(config), sort_keys=True)
+        root["status"] = "running"
+        for key in ("end_time", "error"):
+            if key in root:
+                del root[key]
+        for key, value in (attrs or {}).items():
+            root[key] = _attr(value)
+        self.flush()
+        return self
+
+    def remove(self, name: str) -> None:
+        """Delete dataset or group ``name``, or else root attribute ``name``, if present.
+
+        What a resumed run writes again at its end, or only when it happens.
+        """
+        if name in self._h5:
+            del self._h5[name]
+        elif name in self._h5.attrs:
+            del self._h5.attrs[name]
+        self.flush()
+
     def __enter__(self) -> "ResultsFile":
         return self
 
@@ -174,7 +243,22 @@ class ResultsFile:
             self.close("failed", error=f"{exc_type.__name__}: {exc}")
 
     def table(self, name: str, columns: Sequence[Column], description: str = "") -> Table:
-        """Create an empty table ``name`` with the given columns."""
+        """Create an empty table ``name`` with the given columns, or return it if the file holds it.
+
+        Raises
+        ------
+        ValueError
+            An existing table ``name`` has other columns.
+        """
+        if name in self._h5:
+            group = self._h5[name]
+            found = json.loads(group.attrs.get("columns", "[]"))
+            if found != [c.name for c in columns]:
+                raise ValueError(f"table {name!r} of {str(self.path)!r} has columns {found}, "
+                                 f"expected {[c.name for c in columns]}")
+            table = Table(self, group, columns)
+            table._rows = int(group.attrs["rows"])
+            return table
         group = self._h5.create_group(name)
         group.attrs["description"] = description
         group.attrs["columns"] = json.dumps([c.name for c in columns])

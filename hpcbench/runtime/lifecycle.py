@@ -11,7 +11,8 @@ Every program a user launches (``python -m hpcbench.fl``, the micro-benchmarks,
    input error seen by any rank ends every rank with exit status 2 and one
    message from rank 0, before any output exists;
 3. **open the output** on rank 0: an existing file is refused unless
-   ``--overwrite``; a bad file-name template is an input error naming the
+   ``--overwrite`` (or reopened for appending when :meth:`Job.append_output`
+   names it: a resumed run); a bad file-name template is an input error naming the
    key; the results file is flushed after every append, so a SIGKILLed run
    leaves a readable file marked ``status = "running"``;
 4. **run**; on any exception on any rank, that rank prints one message
@@ -186,6 +187,16 @@ class Job(ABC):
         """The output file-name template and its fields, or None for no results file."""
         return None
 
+    def append_output(self) -> str | None:
+        """An existing results file this run continues (appends to), or None to create a new one.
+
+        A runner that resumes from a checkpoint returns the file named in it;
+        the lifecycle then reopens that file (``status`` back to
+        ``"running"``, config replaced, ``resumed_at`` set) instead of
+        refusing an existing output, and ``--overwrite`` does not apply.
+        """
+        return None
+
     def config_record(self) -> Mapping[str, Any]:
         """The configuration stored in the results file."""
         return {}
@@ -255,6 +266,13 @@ def format_output_path(template: str, fields: Mapping[str, Any], key: str = "out
 def _open_results(job: Job, overwrite: bool, start: str, attrs: dict):
     from hpcbench.results import ResultsFile
 
+    existing = job.append_output()
+    if existing is not None:
+        try:
+            return ResultsFile.reopen(existing, job.kind, job.config_record(),
+                                      {"resumed_at": start, "fault_injection": attrs.get("fault_injection", "")})
+        except (OSError, ValueError) as exc:
+            raise InputError(f"output: cannot append to {str(existing)!r}: {exc}") from None
     spec = job.output()
     if spec is None:
         return None
