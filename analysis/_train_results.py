@@ -11,7 +11,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hpcbench.results import read_attrs, read_table  # noqa: E402
 
-__all__ = ["load_runs", "summary_rows"]
+__all__ = ["figure_arguments", "load_runs", "summary_rows"]
+
+
+def figure_arguments(argv, doc: str, default_output: str):
+    """Parse a figure script's command line: result files and ``-o/--output`` (a PNG path)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", type=Path, help="hpcbench train result files (.h5)")
+    ap.add_argument("-o", "--output", type=Path, default=Path(default_output))
+    return ap.parse_args(argv)
 
 
 def load_runs(paths, prog: str) -> list[dict]:

@@ -14,13 +14,12 @@ against ``none`` in percent. Never imports MPI.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _train_results import load_runs, summary_rows  # noqa: E402
+from _train_results import figure_arguments, load_runs, summary_rows  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,10 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", type=Path, help="hpcbench train result files (.h5)")
-    ap.add_argument("-o", "--output", type=Path, default=Path("results/train-fig8.png"))
-    args = ap.parse_args(argv)
+    args = figure_arguments(argv, __doc__, "results/train-fig8.png")
     try:
         rows = summary_rows(load_runs(args.files, "plot_train_monitors"))
     except SystemExit as exc:
