@@ -5,7 +5,10 @@ time from traces of real phones instead of the emulating machine's:
 
 - compute: ``local_steps * batch_size * latency_s * compute_scale``, with
   ``latency_s`` the client's device's per-sample training latency, drawn each
-  round around the trace's mean with its standard deviation;
+  round around the trace's mean with its standard deviation, and
+  ``compute_scale`` the config's ``traces.compute_scale`` times, with
+  ``traces.compute_cost: flops``, the model's cost ratio to the trace's
+  reference model (:mod:`hpcbench.fl.compute_cost`);
 - communication: the model's bytes down and the update's bytes up, each
   ``nbytes * 8 / 1000 / kbps`` seconds at a bandwidth drawn from the client's
   bandwidth trace;
@@ -153,14 +156,18 @@ class VirtualClock:
         attributes ``down_bytes`` and ``up_bytes`` start at this value and
         are what the clock charges (set them to a compressor's payload size
         for compressed transfers).
+    compute_scale : float, optional
+        Factor on the per-sample latency (attribute ``compute_scale``);
+        default ``cfg.traces.compute_scale``.
     selector : hpcbench.fl.contracts.Selector
         Picks each round's participants (and, in async mode, each refill of
         FedBuff's in-flight slots).
     """
 
     def __init__(self, cfg, registry: ClientRegistry, device, bandwidth, availability,
-                 model_bytes: int, selector) -> None:
+                 model_bytes: int, selector, compute_scale: float | None = None) -> None:
         self.cfg = cfg
+        self.compute_scale = float(cfg.traces.compute_scale if compute_scale is None else compute_scale)
         self.registry = registry
         self.device = device
         self.bandwidth = bandwidth
@@ -190,7 +197,7 @@ class VirtualClock:
         """
         cfg, reg = self.cfg, self.registry
         latency = np.asarray(self.device.sample_latency_s(reg.device_row[ids], rng), dtype=np.float64)
-        compute = cfg.local_steps * cfg.batch_size * latency * cfg.traces.compute_scale
+        compute = cfg.local_steps * cfg.batch_size * latency * self.compute_scale
         rows = reg.bandwidth_row[ids]
         kbps_down = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="down"), dtype=np.float64)
         kbps_up = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="up"), dtype=np.float64)

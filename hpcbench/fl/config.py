@@ -120,6 +120,12 @@ class TracesConfig(_Strict):
     A client's compute time is ``local_steps * batch_size * latency_s *
     compute_scale`` with ``latency_s`` its device's per-sample training latency;
     its communication time is ``model_bytes * 8 / 1000 / kbps`` each way.
+
+    ``compute_cost``: ``trace`` charges the device trace's latency as
+    measured for its reference model (FedScale's behaviour); ``flops``
+    multiplies it by the trained model's forward MACs over the reference
+    model's (:mod:`hpcbench.fl.compute_cost`), which needs the
+    ``flhetbench-device`` trace, whose reference models are known.
     """
 
     device: TraceConfig = TraceConfig(format="flhetbench-device")
@@ -127,6 +133,15 @@ class TracesConfig(_Strict):
     availability: TraceConfig = TraceConfig(format="flash")
     compute_scale: float = Field(1.0, gt=0)
     """factor on every client's compute time"""
+    compute_cost: Literal["trace", "flops"] = "trace"
+    """trace: charge the device trace's latency of its reference model as is; flops: scale it by the trained model's forward MACs over the reference model's (ResNet-50 / ViT-B/16)"""
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.compute_cost == "flops" and self.device.format != "flhetbench-device":
+            raise ValueError(f"compute_cost: 'flops' needs device.format 'flhetbench-device' (its reference "
+                             f"models are known), got device.format {self.device.format!r}")
+        return self
 
 
 _SelectionSection, _DEFAULT_SELECTION = strategy_section(SELECTORS, "selection", "random")

@@ -95,15 +95,35 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     down_bytes = model_bytes if downlink is None else downlink.wire_bytes
     up_bytes = model_bytes if uplink is None else uplink.wire_bytes
     work = cfg.local_steps * cfg.batch_size
+    compute_scale = _compute_scale(cfg, model, dataset)
     selector = SELECTORS[cfg.selection.name](
         cfg.selection, cfg.seed, dataset.client_sizes(),
-        expected_durations(registry, device, bandwidth, down_bytes, work, cfg.traces.compute_scale, up_bytes),
+        expected_durations(registry, device, bandwidth, down_bytes, work, compute_scale, up_bytes),
         work)
-    clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector)
+    clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector, compute_scale)
     clock.down_bytes, clock.up_bytes = down_bytes, up_bytes
     del torch
     return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
                  model_bytes, uplink, downlink)
+
+
+def _compute_scale(cfg, model, dataset) -> float:
+    """The virtual clock's factor on the per-sample latency.
+
+    ``traces.compute_scale``, times under ``traces.compute_cost: flops`` the
+    model's cost ratio to the device trace's reference model
+    (:func:`hpcbench.fl.compute_cost.compute_cost_ratio`, on up to 8 test
+    examples; the same on every rank).
+    """
+    if cfg.traces.compute_cost == "trace":
+        return cfg.traces.compute_scale
+    from hpcbench.fl.compute_cost import compute_cost_ratio
+
+    x = dataset.test_set()[0][:8]
+    try:
+        return cfg.traces.compute_scale * compute_cost_ratio(model, x, cfg.traces.device.column)
+    except ValueError as exc:
+        raise InputError(f"traces.compute_cost: {exc}") from None
 
 
 def _codecs(cfg, model):
