@@ -19,7 +19,10 @@ mean number of rounds between two aggregations of the same client (how stale
 an error-feedback residual is when it is finally sent). Runs whose configs
 differ only in ``seed`` and ``output`` are then grouped, with the mean time
 to target over the seeds and its ratio to the group with no compression in
-either direction (> 1: slower than uncompressed). Never imports MPI.
+either direction (> 1: slower than uncompressed). Runs in one process,
+without ``mpiexec``: ``--help`` never imports MPI; analysing a file builds
+the job's set-up (:func:`hpcbench.fl.job.prepare`), whose import initialises
+MPI as a singleton process.
 """
 
 from __future__ import annotations

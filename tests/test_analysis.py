@@ -90,3 +90,15 @@ def test_fl_compare_summary_by_hand():
     assert (by["random"]["runs"], by["random"]["reached"], by["random"]["mean_tta_s"]) == (3, 2, 200.0)
     assert by["oort"]["mean_tta_s"] == 75.0 and by["oort"]["speedup"] == pytest.approx(200 / 75)
     assert by["random"]["speedup"] == 1.0 and by["never"]["reached"] == 0 and by["never"]["speedup"] != 1.0
+
+
+@pytest.mark.mpi
+def test_fl_time_shares_redraws_the_recorded_client_times(fl_results):
+    """The redrawn times must equal the recorded ones (exit 2 otherwise); shares sum to 1."""
+    proc = _run_script(ROOT / "analysis" / "fl_time_shares.py", str(fl_results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = next(line.split() for line in proc.stdout.splitlines() if line.startswith("digits.h5"))
+    shares = [float(v) for v in row[5].split("/")]
+    assert sum(shares) == pytest.approx(1.0, abs=2e-3) and shares[0] > 0.99  # ResNet-50's latency dwarfs 19 kB
+    assert row[6] == "19240/19240"
+    assert "up none, down none, compute trace" in proc.stdout
