@@ -40,9 +40,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hpcbench.results import read_attrs, read_table  # noqa: E402
 
 
+_DIRECTIONS = ("uplink_compression", "downlink_compression")
+
+
 def _group_key(config: dict) -> str:
-    """The config without the keys that differ between seeds of one job (JSON, sorted keys)."""
+    """The config without the keys that differ between seeds of one job (JSON, sorted keys).
+
+    A direction compressed by ``none`` keeps only its name: its other keys
+    (ratio, error feedback) have no effect.
+    """
     rest = {k: v for k, v in config.items() if k not in ("seed", "output", "progress", "job_name")}
+    for d in _DIRECTIONS:
+        if rest[d]["name"] == "none":
+            rest[d] = {"name": "none"}
     return json.dumps(rest, sort_keys=True)
 
 
@@ -142,14 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                         else math.nan, "compute_scale": runs_[0]["compute_scale"]})
     for s in summary:
         # the uncompressed group of the same job: the same config with both directions "none"
-        base_cfg = dict(s["config"])
-        base_cfg["uplink_compression"] = {**s["config"]["uplink_compression"], "name": "none", "ratio": None}
-        base_cfg["downlink_compression"] = {**s["config"]["downlink_compression"], "name": "none", "ratio": None}
-        key = _group_key(base_cfg)
-        base = next((t for t in summary if _group_key({**t["config"], "uplink_compression": {
-            **t["config"]["uplink_compression"], "ratio": None}}) == key
-            and t["config"]["uplink_compression"]["name"] == "none"
-            and t["config"]["downlink_compression"]["name"] == "none"), None)
+        key = _group_key({**s["config"], **{d: {"name": "none"} for d in _DIRECTIONS}})
+        base = next((t for t in summary if _group_key(t["config"]) == key), None)
         s["ratio"] = s["mean_tta_s"] / base["mean_tta_s"] if base and base["mean_tta_s"] > 0 else math.nan
     print("\njob (seeds)  reached  mean rounds  mean time-to-target(s)  vs uncompressed (>1: slower)  "
           "compute scale")
