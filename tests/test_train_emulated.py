@@ -102,3 +102,24 @@ def test_an_emulated_rank_never_imports_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "no torch" in proc.stdout
+
+
+def test_every_emulating_synchroniser_reduces_a_numpy_bucket():
+    """Emulated ranks hand synchronisers numpy float32 buckets: at world size 1 each leaves them as they are."""
+    from mpi4py import MPI
+
+    from hpcbench.sync import SyncOptions, Unavailable, build, get, names
+
+    for name in names():
+        cls = get(name)
+        if not cls.emulates:
+            continue
+        try:
+            sync = build(name, MPI.COMM_SELF, None, SyncOptions())
+        except Unavailable:
+            continue
+        flat = np.arange(1000, dtype=np.float32)
+        sync.wait(sync.start(flat, 0))
+        assert isinstance(flat, np.ndarray) and flat.dtype == np.float32, name
+        np.testing.assert_array_equal(flat, np.arange(1000, dtype=np.float32), err_msg=name)
+        sync.close()
