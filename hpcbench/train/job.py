@@ -25,21 +25,6 @@ def _gather(comm, vec: np.ndarray):
     return out
 
 
-def _trim_heap() -> None:
-    """Give the freed heap back to the system (glibc ``malloc_trim``; a no-op elsewhere).
-
-    Profiling ResNet-50 leaves about 250 MB of freed activations and gradients
-    in rank 0's heap, which glibc keeps; an emulated run never needs them again.
-    """
-    import ctypes
-    import ctypes.util
-
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 class TrainJob(Job):
     """Data-parallel training (KungFu's synthetic benchmark, or the digits) under the shared lifecycle."""
 
@@ -73,6 +58,7 @@ class TrainJob(Job):
     # -- prepare -------------------------------------------------------------------------------------
     def prepare(self) -> None:
         from hpcbench.runtime.dilation import TimeDilation
+        from hpcbench.runtime.memory import trim_heap
         from hpcbench.runtime.wait import sleep_bcast
         from hpcbench.train.buckets import BucketPlan
         from hpcbench.train.models import MODELS
@@ -98,7 +84,7 @@ class TrainJob(Job):
                 prof = self._profile()
             except (ImportError, RuntimeError) as exc:
                 error = f"model: {cfg.model!r} cannot be built here ({type(exc).__name__}: {exc})"
-            _trim_heap()
+            trim_heap()     # the profiled model's freed activations and gradients (about 250 MB)
         prof, error = sleep_bcast(comm, (prof, error))
         if error:
             raise InputError(error)

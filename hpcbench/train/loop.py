@@ -9,6 +9,7 @@ drifts of the machine's load fall on every variant alike).
 from __future__ import annotations
 
 from hpcbench.runtime.lifecycle import fault_point
+from hpcbench.runtime.memory import trim_heap
 
 __all__ = ["SyncRun", "variants"]
 
@@ -94,6 +95,7 @@ class SyncRun:
             self.report.finish_sync(self.name, self.sync, [v for v, _ in self.variants])
         self.worker.close()
         self.worker = None      # free its buffers before the next synchroniser's
+        trim_heap()
 
     def close(self) -> None:
         """Remove hooks and close the synchroniser (collective)."""
