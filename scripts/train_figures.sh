@@ -17,7 +17,9 @@ for model in ${MODELS:-resnet50 mobilenet_v2}; do
   ct=0.174; if [ "$model" = mobilenet_v2 ]; then ct=0.013; fi    # see docs/train.md (V100-class compute)
   for link in ${LINKS:-10Gbit 1Gbit}; do
     for p in ${@:-1 2 4 8 16 32 64}; do
-      dil=20; if [ "$p" -ge 16 ]; then dil=$((p * 2)); fi        # keep the CPU's copies small against modelled time
+      # keep the CPU's copies and the scheduling of p ranks on few cores small against modelled time: at
+      # p = 64 a dilation of 128 left the ring CPU-bound (comm 178 ms/step against the model's 166), 512 did not
+      dil=20; if [ "$p" -ge 16 ]; then dil=$((p * 4)); fi; if [ "$p" -ge 64 ]; then dil=$((p * 8)); fi
       $MPIEXEC -n "$p" $PY -m hpcbench.train jobs/configs/train-fig9.yaml --model "$model" --compute_time_s "$ct" \
           --link.bandwidth "$link" --time_dilation "$dil" --job_name "fig9-$model-$link" "${extra[@]}" \
           --output "$OUT/fig9-$model-$link-p$p.h5" --overwrite

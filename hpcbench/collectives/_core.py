@@ -5,6 +5,7 @@ Not public API; see :mod:`hpcbench.collectives.api`.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
@@ -17,10 +18,15 @@ from hpcbench.collectives.transport import P2PRequest, Transport
 from hpcbench.collectives.waiting import TwoPhaseBackoff
 from hpcbench.runtime.wait import Backoff
 
-try:  # torch is a dependency of the suite, but keep numpy-only use possible
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
+
+def _torch():
+    """The torch module if this process has imported it, else None.
+
+    The core never imports torch itself: a buffer can only be a torch tensor
+    if its owner imported torch, and a numpy-only process (an emulated
+    training rank) saves torch's ~150 MB of private memory per process.
+    """
+    return sys.modules.get("torch")
 
 __all__ = ["DTYPES", "OPS", "Work", "Reducer", "reducer", "Context", "context_for",
            "partition", "run_inline", "inline_backoff"]
@@ -36,6 +42,7 @@ _NP_KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
 
 
 def _torch_kind(t) -> str | None:
+    torch = _torch()
     return {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64",
             torch.bfloat16: "bfloat16"}.get(t.dtype)
 
@@ -76,6 +83,7 @@ def as_work(x, argname: str, *, writable: bool) -> Work:
         if writable and not x.flags.writeable:
             raise ValueError(f"{argname}: output array is read-only")
         return Work(x, x.reshape(-1), kind, False)
+    torch = _torch()
     if torch is not None and isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
             raise ValueError(f"{argname}: tensor must be on the CPU, got device {x.device}")
@@ -98,6 +106,7 @@ def as_work(x, argname: str, *, writable: bool) -> Work:
 def empty_like(w: Work, count: int | None = None, shape=None):
     """New user-type object (array or tensor) like ``w`` with ``count`` elements."""
     if w.is_torch:
+        torch = _torch()
         if count is None:
             return torch.empty_like(w.obj, memory_format=torch.contiguous_format)
         return torch.empty(count if shape is None else shape, dtype=w.obj.dtype)
@@ -107,6 +116,7 @@ def empty_like(w: Work, count: int | None = None, shape=None):
 
 
 def _bf(a: np.ndarray):
+    torch = _torch()
     return torch.from_numpy(a).view(torch.bfloat16)
 
 
@@ -130,6 +140,7 @@ class Reducer:
         self.kind, self.op, self.nranks = kind, op, nranks
         base = "sum" if op == "avg" else op
         if kind == "bfloat16":
+            torch = _torch()
             tf = {"sum": torch.add, "max": torch.maximum, "min": torch.minimum}[base]
 
             def reduce(dst, a, b, _f=tf):
@@ -148,7 +159,7 @@ class Reducer:
             return
         if self.kind == "bfloat16":
             t = _bf(a)
-            torch.div(t, self.nranks, out=t)
+            _torch().div(t, self.nranks, out=t)
         elif self.kind == "int64":
             np.floor_divide(a, self.nranks, out=a)
         else:

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 from abc import ABC
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-import torch
+if TYPE_CHECKING:   # annotations only: an emulated rank runs synchronisers on numpy buffers, without torch
+    import torch
 
 __all__ = ["Synchroniser", "SyncOptions", "Unavailable"]
 
@@ -110,7 +111,7 @@ class Synchroniser(ABC):
 
     # -- "gradients" and "models" ------------------------------------------------------------
     def start(self, flat: torch.Tensor, index: int) -> Any:
-        """Start reducing ``flat`` (1-D float32, contiguous) in place; returns a handle.
+        """Start reducing ``flat`` (1-D float32 tensor or numpy array, contiguous) in place; returns a handle.
 
         ``index`` numbers the buffers of one step (bucket 0, 1, ...); every
         rank starts the same buffers in the same order.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from hpcbench.collectives.compressed import icompressed_allreduce
 from hpcbench.compress import registry
 from hpcbench.compress.memory import ErrorFeedback
@@ -35,6 +37,7 @@ class CompressedSync(Synchroniser):
         self.memory = ErrorFeedback()
 
     def start(self, flat, index):
+        flat = torch.as_tensor(flat)      # an emulated run's numpy bucket: a tensor sharing its memory
         return flat, icompressed_allreduce(flat, f"bucket{index}", self.compressor, self.memory,
                                            transport=self.transport, comm=self.comm, out=flat)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from mpi4py import MPI
 
 from hpcbench.runtime.wait import Backoff, sleep_wait
@@ -25,7 +26,7 @@ class MPISync(Synchroniser):
     uses_transport = False
 
     def start(self, flat, index):
-        arr = flat.numpy()
+        arr = np.asarray(flat)      # a view: a CPU tensor (real run) or a numpy bucket (emulated run)
         return arr, self.comm.Iallreduce(MPI.IN_PLACE, [arr, MPI.FLOAT], MPI.SUM)
 
     def test(self, handle):

@@ -17,12 +17,12 @@ rest; the parameters' ``.grad`` then become views of the reduced buffers.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
-import torch
 
-from hpcbench.monitors.norms import sq_norm
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["BucketPlan", "GradientBuckets", "BucketTimes"]
 
@@ -106,7 +106,9 @@ class GradientBuckets:
     clock : callable
         ``clock() -> float`` seconds (modelled time under time dilation).
     fill : float or None
-        Emulated runs: every buffer holds this value and no gradient is copied in.
+        Emulated runs: the buffers are numpy float32 arrays holding this value
+        (no gradient is copied in, and the process need not import torch);
+        None: torch float32 tensors, zeroed.
     overlap : bool
         Start each bucket as soon as it is complete (False: all of them in
         :meth:`finish`, after backward).
@@ -115,7 +117,12 @@ class GradientBuckets:
     def __init__(self, plan: BucketPlan, sync, clock: Callable[[], float], fill: float | None = None,
                  overlap: bool = True) -> None:
         self.plan, self.sync, self.clock, self.overlap = plan, sync, clock, overlap
-        self.flats = [torch.full((int(n),), 0.0 if fill is None else fill) for n in plan.numel]
+        if fill is None:
+            import torch
+
+            self.flats = [torch.zeros(int(n)) for n in plan.numel]
+        else:
+            self.flats = [np.full(int(n), fill, dtype=np.float32) for n in plan.numel]
         self._missing = [len(b) for b in plan.buckets]
         self._seen = np.zeros(len(plan.numels), dtype=bool)
         self._next = 0
@@ -162,6 +169,8 @@ class GradientBuckets:
             b = self._next
             flat = self.flats[b]
             if self.want_norm:
+                from hpcbench.monitors.norms import sq_norm
+
                 self.local_sq_norm += sq_norm(flat)
             if self.keep_local:
                 self.local[b] = flat.clone()

@@ -9,7 +9,7 @@ drifts of the machine's load fall on every variant alike).
 from __future__ import annotations
 
 from hpcbench.runtime.lifecycle import fault_point
-from hpcbench.train.worker import Worker
+from hpcbench.runtime.memory import trim_heap
 
 __all__ = ["SyncRun", "variants"]
 
@@ -36,17 +36,29 @@ class SyncRun:
     """
 
     def __init__(self, job, name: str, sync, report) -> None:
-        from hpcbench.monitors import build_monitor
-        from hpcbench.train.models import build_model
-
         cfg = job.cfg
         self.job, self.name, self.sync, self.report = job, name, sync, report
-        real = cfg.compute == "real"
-        model = build_model(cfg.model, cfg.seed) if real else None
-        self.worker = Worker(model, sync, job.profile, job.data if real else None, cfg.batch_size, cfg.lr,
-                             job.bucket_bytes, cfg.overlap, job.dilation)
-        self.monitors = [build_monitor(m, interval=cfg.monitor_interval) for m in cfg.monitors]
+        self.worker = None      # built by execute(): one replica's buffers alive at a time unless interleaved
+        self.monitors = []
+        if cfg.monitors:    # the monitors import torch
+            from hpcbench.monitors import build_monitor
+
+            self.monitors = [build_monitor(m, interval=cfg.monitor_interval) for m in cfg.monitors]
         self.variants = variants(self.monitors, cfg.interleave_monitors)
+
+    def _build_worker(self):
+        """This synchroniser's replica: the real model, or the emulated timeline on numpy buffers (no torch
+        in the process unless rank 0 profiled the model)."""
+        cfg, job, sync = self.job.cfg, self.job, self.sync
+        if cfg.compute == "real":
+            from hpcbench.train.models import build_model
+            from hpcbench.train.worker import Worker
+
+            return Worker(build_model(cfg.model, cfg.seed), sync, job.profile, job.data, cfg.batch_size,
+                          cfg.lr, job.bucket_bytes, cfg.overlap, job.dilation)
+        from hpcbench.train.emulated import EmulatedWorker
+
+        return EmulatedWorker(sync, job.profile, job.bucket_bytes, cfg.overlap, job.dilation)
 
     def total_steps(self) -> int:
         """Warm-up plus measured steps."""
@@ -59,6 +71,7 @@ class SyncRun:
         from hpcbench.train.job import _gather
 
         cfg, job = self.job.cfg, self.job
+        self.worker = self._build_worker()
         n_iter = cfg.iterations * len(self.variants)
         if self.report is not None:
             self.report.start_sync(self.name, self.sync)
@@ -80,8 +93,12 @@ class SyncRun:
                 yield it
         if self.report is not None:
             self.report.finish_sync(self.name, self.sync, [v for v, _ in self.variants])
+        self.worker.close()
+        self.worker = None      # free its buffers before the next synchroniser's
+        trim_heap()
 
     def close(self) -> None:
         """Remove hooks and close the synchroniser (collective)."""
-        self.worker.close()
+        if self.worker is not None:
+            self.worker.close()
         self.sync.close()

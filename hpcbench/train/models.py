@@ -3,41 +3,28 @@
 Image classifiers from torchvision, built with ``weights=None`` (random
 initialisation, nothing downloaded), for KungFu's synthetic-ImageNet
 benchmark (1000 classes, inputs ``[bs, 3, H, W]``), and two small models of
-the bundled digits (real data, for accuracy): an MLP and a CNN.
+the bundled digits (real data, for accuracy): an MLP and a CNN
+(:mod:`hpcbench.train.digits_nets`). Importing this registry does not import
+torch (an emulated rank never needs it); building a model does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
-from torch import nn
+if TYPE_CHECKING:   # the registry is read by config validation on every rank, torch or not
+    from torch import nn
 
-__all__ = ["ModelSpec", "MODELS", "build_model", "DigitsMLP", "DigitsCNN"]
-
-
-class DigitsMLP(nn.Module):
-    """``64 -> 64 (ReLU) -> 10`` on the flattened 8x8 digits; input float32 ``(B, 1, 8, 8)``, logits ``(B, 10)``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+__all__ = ["ModelSpec", "MODELS", "build_model"]
 
 
-class DigitsCNN(nn.Module):
-    """Two 3x3 convolutions (16, 32 channels, ReLU, one 2x2 max-pool) and a linear layer, on ``(B, 1, 8, 8)``."""
+def _digits(name: str) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from hpcbench.train import digits_nets
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1),
-                                 nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 10))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        return getattr(digits_nets, name)()
+    return build
 
 
 def _torchvision(name: str) -> Callable[[], nn.Module]:
@@ -70,8 +57,8 @@ MODELS: dict[str, ModelSpec] = {
     "resnet50": ModelSpec(_torchvision("resnet50"), "synthetic"),
     "mobilenet_v2": ModelSpec(_torchvision("mobilenet_v2"), "synthetic"),
     "vgg16": ModelSpec(_torchvision("vgg16"), "synthetic"),
-    "digits_mlp": ModelSpec(DigitsMLP, "digits"),
-    "digits_cnn": ModelSpec(DigitsCNN, "digits"),
+    "digits_mlp": ModelSpec(_digits("DigitsMLP"), "digits"),
+    "digits_cnn": ModelSpec(_digits("DigitsCNN"), "digits"),
 }
 
 
@@ -83,6 +70,8 @@ def build_model(name: str, seed: int) -> nn.Module:
     KeyError
         Unknown name (configs validate names against :data:`MODELS` first).
     """
+    import torch
+
     spec = MODELS[name]
     torch.manual_seed(seed)
     return spec.build()

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:   # a ComputeProfile reaches every rank (pickled); only profile_compute needs torch
+    import torch
 
 __all__ = ["ComputeProfile", "profile_compute"]
 
@@ -70,6 +73,8 @@ def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.
     -------
     ComputeProfile
     """
+    import torch
+
     params = [p for p in model.parameters() if p.requires_grad]
     ready = np.zeros(len(params))
     t_bwd = [0.0]

@@ -1,76 +1,35 @@
-"""One worker's training step under a synchroniser: real or emulated compute, timed.
+"""One worker's training step under a synchroniser, with the real model (``compute: real``), timed.
 
 Times are read on the run's clock (:meth:`hpcbench.runtime.dilation.TimeDilation.now`:
 modelled seconds, wall seconds divided by the dilation factor).
 
-Per step, on this rank:
-
-``compute_s``
-    forward + backward + optimizer (real: measured, including the hooks'
-    copies into the buckets; emulated: the profiled times, as slept).
-``comm_span_s``
-    from the start of the first bucket's reduction (model averaging: of the
-    model's) to the completion of the last.
-``exposed_s``
-    time spent after backward waiting for the reductions: the part of the
-    communication not hidden behind backward (``hidden = 1 - exposed / span``).
-``monitor_s``
-    time in the monitors' ``observe``.
-``step_s``
-    the whole step.
-
-Wrapped synchronisers (``ddp``, ``horovod``) reduce inside backward or the
-optimizer step, out of the runner's sight: only ``step_s`` is measured and
-the others are NaN.
+The per-step record is :class:`hpcbench.train.steprecord.StepRecord`; the
+emulated worker is :class:`hpcbench.train.emulated.EmulatedWorker`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from hpcbench.train.buckets import BucketPlan, GradientBuckets
+from hpcbench.train.steprecord import StepRecord
 
 __all__ = ["StepRecord", "Worker"]
 
-#: longest single sleep (modelled seconds) of an emulated wait while buckets are open, so that
-#: synchronisers progressed by polling (``compressed``) keep moving
-_POLL_S = 2e-3
-
-
-@dataclass
-class StepRecord:
-    """One step on one rank (modelled seconds; see the module docstring)."""
-
-    compute_s: float = math.nan
-    comm_span_s: float = math.nan
-    exposed_s: float = math.nan
-    monitor_s: float = 0.0
-    step_s: float = math.nan
-    loss: float = math.nan
-    local_sq_norm: float = math.nan
-    monitor_values: dict = field(default_factory=dict)
-
-    def vector(self) -> np.ndarray:
-        """The numbers the ranks gather, in a fixed order."""
-        return np.array([self.compute_s, self.comm_span_s, self.exposed_s, self.monitor_s, self.step_s,
-                         self.loss, self.local_sq_norm], dtype=np.float64)
-
 
 class Worker:
-    """A model replica (or its emulation), its optimizer and its synchroniser, on one rank.
+    """A model replica, its optimizer and its synchroniser, on one rank.
 
     Parameters
     ----------
-    model : torch.nn.Module or None
-        The replica (real compute), None when emulated.
+    model : torch.nn.Module
+        The replica.
     sync : hpcbench.sync.Synchroniser
     profile : hpcbench.train.profile.ComputeProfile
-        Parameter sizes, and the compute timeline an emulated step replays.
-    data : object with ``batch(step)``, or None when emulated
+        Parameter sizes (the bucket plan).
+    data : object with ``batch(step)``
     batch_size : int
         Samples per step on this worker.
     lr : float
@@ -87,20 +46,17 @@ class Worker:
         self.batch_size = batch_size
         self.dilation, self.clock = dilation, dilation.now
         self.overlap = overlap
-        self.params = [p for p in model.parameters() if p.requires_grad] if model is not None else []
-        self.optimizer = torch.optim.SGD(self.params, lr=lr) if model is not None else None
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.SGD(self.params, lr=lr)
         self.buckets = None
         self.plan = BucketPlan(profile.numels, bucket_bytes)
         self._norm = 0.0
         if sync.averages == "wrapped":
             self.model, self.optimizer = sync.wrap(model, self.optimizer, self._add_norm)
         elif sync.averages == "gradients":
-            self.buckets = GradientBuckets(self.plan, sync, self.clock, fill=None if model is not None else 1.0,
-                                           overlap=overlap)
-            if model is not None:
-                self.buckets.attach(self.params)
+            self.buckets = GradientBuckets(self.plan, sync, self.clock, overlap=overlap)
+            self.buckets.attach(self.params)
         else:
-            self.model_buffer = torch.zeros(int(sum(profile.numels))) if model is None else None
             self._handle, self._done = None, math.nan
             # the model's exchange completes in the background: note when, from backward's hooks
             self._hooks = [p.register_post_accumulate_grad_hook(lambda p: self._poll()) for p in self.params]
@@ -136,8 +92,6 @@ class Worker:
     # -- one step ---------------------------------------------------------------------------------
     def step(self, t: int, monitors=()) -> StepRecord:
         """Run training step ``t``; ``monitors`` observe it (gradient synchronisers only)."""
-        if self.model is None:
-            return self._emulated(t)
         if self.sync.averages == "gradients":
             return self._real_gradients(t, monitors)
         if self.sync.averages == "models":
@@ -208,41 +162,3 @@ class Worker:
         rec.step_s = self.clock() - t0
         rec.local_sq_norm = self._norm if self.sync.name == "ddp" else math.nan
         return rec
-
-    # -- emulated ---------------------------------------------------------------------------------
-    def _sleep_until(self, target: float, polling: bool) -> None:
-        while True:
-            left = target - self.clock()
-            if left <= 0:
-                return
-            self.dilation.sleep(min(left, _POLL_S) if polling else left)
-            if polling:
-                self._poll()
-
-    def _emulated(self, t: int) -> StepRecord:
-        p, rec = self.profile, StepRecord()
-        t0 = self.clock()
-        if self.sync.averages == "models":
-            self._start_model(self.model_buffer, t)
-            self._sleep_until(t0 + p.forward_s + p.backward_s, True)
-            t1 = self.clock()
-            rec.comm_span_s = self._finish_model(t0)
-            t2 = self.clock()
-        else:
-            b = self.buckets
-            b.begin(want_norm=False)
-            self._sleep_until(t0 + p.forward_s, False)
-            tb = self.clock()
-            for i, r in enumerate(self.plan.ready_times(p.param_ready_s)):
-                self._sleep_until(tb + r, True)
-                b.mark_ready(i)
-            self._sleep_until(tb + p.backward_s, True)
-            t1 = self.clock()
-            b.finish()
-            t2 = self.clock()
-            rec.comm_span_s = b.times.span()
-        self._sleep_until(t2 + p.optimizer_s, False)
-        t4 = self.clock()
-        rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
-        return rec
-

@@ -1,0 +1,53 @@
+"""What one training step on one rank records (real and emulated workers alike).
+
+Times are read on the run's clock (:meth:`hpcbench.runtime.dilation.TimeDilation.now`:
+modelled seconds, wall seconds divided by the dilation factor).
+
+Per step, on this rank:
+
+``compute_s``
+    forward + backward + optimizer (real: measured, including the hooks'
+    copies into the buckets; emulated: the profiled times, as slept).
+``comm_span_s``
+    from the start of the first bucket's reduction (model averaging: of the
+    model's) to the completion of the last.
+``exposed_s``
+    time spent after backward waiting for the reductions: the part of the
+    communication not hidden behind backward (``hidden = 1 - exposed / span``).
+``monitor_s``
+    time in the monitors' ``observe``.
+``step_s``
+    the whole step.
+
+Wrapped synchronisers (``ddp``, ``horovod``) reduce inside backward or the
+optimizer step, out of the runner's sight: only ``step_s`` is measured and
+the others are NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["StepRecord"]
+
+
+@dataclass
+class StepRecord:
+    """One step on one rank (modelled seconds; see the module docstring)."""
+
+    compute_s: float = math.nan
+    comm_span_s: float = math.nan
+    exposed_s: float = math.nan
+    monitor_s: float = 0.0
+    step_s: float = math.nan
+    loss: float = math.nan
+    local_sq_norm: float = math.nan
+    monitor_values: dict = field(default_factory=dict)
+
+    def vector(self) -> np.ndarray:
+        """The numbers the ranks gather, in a fixed order."""
+        return np.array([self.compute_s, self.comm_span_s, self.exposed_s, self.monitor_s, self.step_s,
+                         self.loss, self.local_sq_norm], dtype=np.float64)

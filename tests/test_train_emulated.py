@@ -1,0 +1,125 @@
+"""``compute: emulated``: the same buffers as the real model, reduced in the same order, without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from hpcbench.runtime.dilation import TimeDilation
+from hpcbench.sync.base import Synchroniser
+from hpcbench.train.profile import ComputeProfile
+
+
+class RecordingSync(Synchroniser):
+    """Averages gradients by doing nothing, and records what it was asked to reduce."""
+
+    name = "recording"
+
+    def __init__(self, averages: str = "gradients") -> None:
+        super().__init__(comm=None)
+        self.averages = averages
+        self.calls: list[tuple[int, int, str]] = []
+
+    def start(self, flat, index):
+        arr = np.asarray(flat)                   # a torch tensor (real) or a numpy array (emulated)
+        self.calls.append((index, arr.size, str(arr.dtype)))
+        return index
+
+
+def _profile(model) -> ComputeProfile:
+    params = [p for p in model.parameters() if p.requires_grad]
+    n = len(params)
+    # gradients become ready in reverse registration order, as backward produces them
+    return ComputeProfile(1e-4, 2e-4, 1e-5, np.linspace(2e-4, 0.0, n), tuple(p.numel() for p in params))
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_emulated_worker_reduces_the_real_workers_buffers_in_the_same_order(overlap):
+    import torch
+
+    from hpcbench.train.data import build_data
+    from hpcbench.train.emulated import EmulatedWorker
+    from hpcbench.train.models import build_model
+    from hpcbench.train.worker import Worker
+
+    class _Comm:
+        rank, size = 0, 1
+
+    model = build_model("digits_cnn", 0)
+    prof = _profile(model)
+    bucket_bytes = 4 * 1000                      # several buckets for this small model
+    real_sync, emu_sync = RecordingSync(), RecordingSync()
+    data = build_data("digits", 16, 8, 0, _Comm())
+    real = Worker(model, real_sync, prof, data, 16, 0.01, bucket_bytes, overlap, TimeDilation(1.0))
+    emu = EmulatedWorker(emu_sync, prof, bucket_bytes, overlap, TimeDilation(1.0))
+    for t in range(2):
+        real.step(t)
+        emu.step(t)
+    real.close()
+    assert len(real.plan.buckets) >= 3
+    assert emu_sync.calls == real_sync.calls          # same indices, sizes (elements) and float32, same order
+    assert all(dtype == "float32" for _, _, dtype in emu_sync.calls)
+    assert sum(n for _, n, _ in emu_sync.calls[:len(real.plan.buckets)]) == sum(prof.numels)
+    assert isinstance(emu.buckets.flats[0], np.ndarray) and isinstance(real.buckets.flats[0], torch.Tensor)
+
+
+def test_emulated_model_averaging_exchanges_a_model_sized_buffer():
+    from hpcbench.train.emulated import EmulatedWorker
+
+    prof = ComputeProfile(1e-4, 2e-4, 1e-5, np.array([2e-4, 0.0]), (300, 700))
+    sync = RecordingSync("models")
+    rec = EmulatedWorker(sync, prof, 4 * 100, True, TimeDilation(1.0)).step(3)
+    assert sync.calls == [(3, 1000, "float32")]
+    assert rec.step_s >= prof.compute_s and rec.comm_span_s >= 0.0
+
+
+def test_an_emulated_rank_never_imports_torch():
+    """What a non-zero rank of an emulated ResNet-50 job runs (config, registries, ring over MPI, the
+    emulated worker and its step), in a fresh process: torch stays out (its ~150 MB per process)."""
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from mpi4py import MPI
+        from hpcbench.runtime.dilation import TimeDilation
+        from hpcbench.sync import SyncOptions, build
+        from hpcbench.train.config import load_config
+        from hpcbench.train.emulated import EmulatedWorker
+        from hpcbench.train.loop import SyncRun
+        from hpcbench.train.profile import ComputeProfile
+        cfg = load_config(None, {"model": "resnet50", "compute": "emulated", "sync": "[ring, sma]"})
+        prof = ComputeProfile(1e-4, 2e-4, 1e-5, np.array([2e-4, 1e-4, 0.0]), (3000, 2000, 1000))
+        for name in cfg.sync:
+            w = EmulatedWorker(build(name, MPI.COMM_WORLD, None, SyncOptions()), prof, 4 * 2000, True,
+                               TimeDilation(1.0))
+            w.step(0)
+        assert "torch" not in sys.modules, sorted(m for m in sys.modules if m.startswith("torch"))[:3]
+        print("no torch")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "no torch" in proc.stdout
+
+
+def test_every_emulating_synchroniser_reduces_a_numpy_bucket():
+    """Emulated ranks hand synchronisers numpy float32 buckets: at world size 1 each leaves them as they are."""
+    from mpi4py import MPI
+
+    from hpcbench.sync import SyncOptions, Unavailable, build, get, names
+
+    for name in names():
+        cls = get(name)
+        if not cls.emulates:
+            continue
+        try:
+            sync = build(name, MPI.COMM_SELF, None, SyncOptions())
+        except Unavailable:
+            continue
+        flat = np.arange(1000, dtype=np.float32)
+        sync.wait(sync.start(flat, 0))
+        assert isinstance(flat, np.ndarray) and flat.dtype == np.float32, name
+        np.testing.assert_array_equal(flat, np.arange(1000, dtype=np.float32), err_msg=name)
+        sync.close()
