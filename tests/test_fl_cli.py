@@ -249,7 +249,7 @@ def test_bare_command_prints_what_it_runs_once(bare_run):
     proc, out = bare_run
     assert proc.stdout.count("hpcbench fl: job 'fl' from defaults") == 1
     header = proc.stdout[proc.stdout.index("hpcbench fl: job"):]
-    for part in ("dataset digits", "100 registered clients", "2 rounds x 10 participants", "selector random",
+    for part in ("dataset digits", "30 samples per client", "1000 registered clients", "2 rounds x 10 participants", "selector random",
                  "aggregator fedavg", "device flhetbench-device", f"output {out}", "--KEY VALUE", "--help"):
         assert part in header, part
 

@@ -30,6 +30,8 @@ def describe(cfg, output_path: str, world_size: int, source: str) -> str:
     """
     d, t = cfg.dataset, cfg.traces
     split = d.partition + (f" alpha={d.alpha}" if d.partition == "dirichlet" else "")
+    if d.name == "digits" and d.samples_per_client is not None:
+        split += f", {d.samples_per_client} samples per client"
     executors = "rank 1 trains clients" if world_size == 2 else f"ranks 1-{world_size - 1} train clients"
     ranks = (f"{world_size} ranks (rank 0 aggregates, {executors})" if world_size > 1
              else "1 rank (aggregating and executing clients)")
