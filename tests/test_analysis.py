@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mpitools import ROOT, run_mpi
@@ -102,3 +103,24 @@ def test_fl_time_shares_redraws_the_recorded_client_times(fl_results):
     assert sum(shares) == pytest.approx(1.0, abs=2e-3) and shares[0] > 0.99  # ResNet-50's latency dwarfs 19 kB
     assert row[6] == "19240/19240"
     assert "up none, down none, compute trace" in proc.stdout
+
+
+def test_fl_compare_strategy_names_and_seed_band_by_hand():
+    sys.path.insert(0, str(ROOT / "analysis"))
+    from fl_compare import seed_band, strategy_name
+
+    sync = {"mode": "sync", "selection": {"name": "oort"}, "aggregator": {"name": "fedyogi"}, "job_name": "a-s12"}
+    assert strategy_name(sync, "selection") == "oort" and strategy_name(sync, "aggregator") == "fedyogi"
+    assert strategy_name(dict(sync, mode="async", aggregator={"name": "fedavg"}), "aggregator") == "fedbuff"
+    assert strategy_name(dict(sync, mode="async"), "aggregator") == "fedbuff+fedyogi"
+    assert strategy_name(sync, "job") == "a" and strategy_name(dict(sync, job_name="fedbuff-k10-eta1-s3"),
+                                                                 "job") == "fedbuff-k10-eta1"
+    with pytest.raises(ValueError, match="aggregator.name"):
+        strategy_name({"aggregator": {}}, "aggregator")
+    runs = [{"hours": np.array([0.0, 1.0, 2.0]), "accuracy": np.array([0.1, 0.5, 0.9])},
+            {"hours": np.array([0.5, 1.5]), "accuracy": np.array([0.2, 0.6])}]
+    hours, mean, low, high = seed_band(runs, points=5)  # grid 0.5 .. 1.5: latest first to earliest last
+    np.testing.assert_allclose(hours, [0.5, 0.75, 1.0, 1.25, 1.5])
+    np.testing.assert_allclose(low, [0.1, 0.1, 0.2, 0.2, 0.5])
+    np.testing.assert_allclose(high, [0.2, 0.2, 0.5, 0.5, 0.6])
+    np.testing.assert_allclose(mean, [0.15, 0.15, 0.35, 0.35, 0.55])

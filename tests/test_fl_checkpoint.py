@@ -21,8 +21,7 @@ from test_fl_job import _kill_job
 
 CONFIG = "jobs/configs/digits.yaml"
 #: Oort (pacer active), FedYogi, a decaying learning rate and top-k uplink with error feedback: every piece
-#: of state a checkpoint holds is exercised; every client online, so Oort chooses (with the bundled availability
-#: trace about a dozen are online, fewer than a round's 13 selected, and any selector picks them all)
+#: of state a checkpoint holds is exercised; every client online, so Oort chooses among all 1,000 from round 1
 SYNC = ["--traces.availability.format", "none", "--rounds", "6", "--eval_interval", "3", "--progress", "false", "--selection", "oort",
         "--selection.pacer_step", "2", "--aggregator", "fedyogi", "--aggregator.eta", "0.01", "--decay_factor",
         "0.9", "--decay_round", "2", "--uplink_compression.name", "topk", "--checkpoint_interval", "2",

@@ -90,6 +90,14 @@ def test_defaults_are_the_digits_job():
     assert FLConfig().rounds == 100 and FLConfig().learning_rate == 0.1
 
 
+def test_header_counts_clients_as_the_dataset_does():
+    from hpcbench.fl.header import describe
+
+    shakespeare = describe(load_config(FLConfig, ROOT / "jobs" / "configs" / "shakespeare.yaml"), "o.h5", 2, "f")
+    assert "one client per speaking role" in shakespeare and "registered clients" not in shakespeare
+    assert "1000 registered clients" in describe(FLConfig(), "o.h5", 1, "defaults")
+
+
 # --- --help -------------------------------------------------------------------------------------
 
 def test_help_lists_every_key_with_default_and_meaning():
@@ -249,7 +257,7 @@ def test_bare_command_prints_what_it_runs_once(bare_run):
     proc, out = bare_run
     assert proc.stdout.count("hpcbench fl: job 'fl' from defaults") == 1
     header = proc.stdout[proc.stdout.index("hpcbench fl: job"):]
-    for part in ("dataset digits", "100 registered clients", "2 rounds x 10 participants", "selector random",
+    for part in ("dataset digits", "30 samples per client", "1000 registered clients", "2 rounds x 10 participants", "selector random",
                  "aggregator fedavg", "device flhetbench-device", f"output {out}", "--KEY VALUE", "--help"):
         assert part in header, part
 

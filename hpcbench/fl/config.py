@@ -48,8 +48,13 @@ class DatasetConfig(_Strict):
     al. 2019), ``iid``, or ``natural`` (Shakespeare: one client per speaking
     role, as LEAF). With ``samples_per_client`` set, every client draws that
     many samples from its own label distribution (clients may share samples),
-    so any number of clients can be registered; unset, the training set is
-    split disjointly.
+    so any number of clients can be registered; unset (``null``), the training
+    set is split disjointly. The defaults register a FedScale-like population
+    for digits: 1,000 clients of 30 samples each, of which the availability
+    trace keeps about 10 % online, so that a round's 13 selected clients are a
+    choice among about 100 (with a disjoint split the 1,437 training digits
+    allow about 100 clients, all of them selected whenever online).
+    Shakespeare ignores ``num_clients`` and ``samples_per_client``.
     """
 
     name: str = "digits"
@@ -58,10 +63,10 @@ class DatasetConfig(_Strict):
     """how samples are split across clients: dirichlet (label skew), iid, natural (Shakespeare roles)"""
     alpha: float = Field(0.5, gt=0)
     """Dirichlet concentration of the label skew (smaller: more skewed)"""
-    num_clients: int = Field(100, ge=1, le=100_000_000)
+    num_clients: int = Field(1000, ge=1, le=100_000_000)
     """registered clients (digits; Shakespeare has one per role)"""
-    samples_per_client: int | None = Field(None, ge=1, le=1_000_000)
-    """samples each client draws from its own label distribution (unset: disjoint split of the training set)"""
+    samples_per_client: int | None = Field(30, ge=1, le=1_000_000)
+    """samples each digits client draws from its own label distribution (null: disjoint split of the training set)"""
     test_fraction: float = Field(0.2, gt=0, lt=1)
     """fraction of the dataset held out as the global test set"""
     seq_len: int = Field(80, ge=2, le=1024)

@@ -30,12 +30,16 @@ def describe(cfg, output_path: str, world_size: int, source: str) -> str:
     """
     d, t = cfg.dataset, cfg.traces
     split = d.partition + (f" alpha={d.alpha}" if d.partition == "dirichlet" else "")
+    if d.name == "digits" and d.samples_per_client is not None:
+        split += f", {d.samples_per_client} samples per client"
+    clients = ("one client per speaking role" if d.partition == "natural"
+               else f"{d.num_clients} registered clients")
     executors = "rank 1 trains clients" if world_size == 2 else f"ranks 1-{world_size - 1} train clients"
     ranks = (f"{world_size} ranks (rank 0 aggregates, {executors})" if world_size > 1
              else "1 rank (aggregating and executing clients)")
     return "\n".join([
         f"hpcbench fl: job {cfg.job_name!r} from {source}, {ranks}",
-        f"  dataset {d.name} ({split}), {d.num_clients} registered clients, model {cfg.model.name}",
+        f"  dataset {d.name} ({split}), {clients}, model {cfg.model.name}",
         f"  {cfg.rounds} rounds x {cfg.participants} participants (overcommitment {cfg.overcommitment}), "
         f"{cfg.local_steps} local steps of batch {cfg.batch_size}, learning rate {cfg.learning_rate}"
         + (f" x {cfg.decay_factor} every {cfg.decay_round} rounds" if cfg.decay_factor != 1 else ""),
