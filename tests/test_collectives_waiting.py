@@ -71,3 +71,32 @@ def test_wait_inline_polls_every_request_and_wakes_half_way(monkeypatch):
     recv2 = _Req(done_at=2, bound=10.0, ready_at=None)
     _core.wait_inline([recv2], TwoPhaseBackoff(cost=SleepCost()))
     assert slept[-1] == pytest.approx(5.0, abs=1e-3)
+
+
+class _MPIReq:
+    """An mpi4py-request stand-in: ``Test()`` true from its ``done_at``-th call."""
+
+    def __init__(self, done_at):
+        self.tests, self.done_at = 0, done_at
+
+    def Test(self):  # noqa: N802 - mpi4py's name
+        self.tests += 1
+        return self.tests >= self.done_at
+
+
+def test_wait_mpi_spins_then_sleeps_and_restarts_per_request(monkeypatch):
+    """wait_mpi: no sleep while requests complete within the spin budget; past it, sleeps
+    that double from first_s (the first one timed into the estimate), and the schedule
+    starts again for the next request."""
+    slept = []
+    monkeypatch.setattr(waiting.time, "sleep", slept.append)
+    cost = SleepCost(initial_s=SPIN_MIN_S, weight=0.5)
+    quick = [_MPIReq(1), _MPIReq(50)]
+    waiting.wait_mpi(quick, cost=cost)
+    assert slept == [] and [q.tests for q in quick] == [1, 50]
+    clock = iter(range(10 ** 6))           # perf_counter: 1 s per call, so the spin ends at once
+    monkeypatch.setattr(waiting.time, "perf_counter", lambda: float(next(clock)))
+    slow = [_MPIReq(5), _MPIReq(4)]
+    waiting.wait_mpi(slow, first_s=1e-5, max_s=2e-5, cost=cost)
+    assert slept == [1e-5, 2e-5, 2e-5, 1e-5, 2e-5]
+    assert cost.value_s != SPIN_MIN_S       # the first sleep of each request was measured

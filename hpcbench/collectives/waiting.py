@@ -31,10 +31,12 @@ import time
 
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX_S"]
+__all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX_S",
+           "wait_mpi"]
 
 #: shortest and longest spin budget of a wait, in seconds
 SPIN_MIN_S, SPIN_MAX_S = 5e-5, 2e-3
+
 
 class SleepCost:
     """Moving average of the wall time a short sleep really takes on this node.
@@ -118,3 +120,43 @@ class TwoPhaseBackoff(Backoff):
         else:
             time.sleep(self._sleep_s)
         self._sleep_s = min(self._sleep_s * 2.0, self.max_s)
+
+
+def wait_mpi(reqs, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost | None = None) -> None:
+    """Complete raw ``mpi4py.MPI.Request`` objects with the two-phase schedule, allocation-free
+    while they complete during the spin.
+
+    The waiting path of the small-message inline forms: each request is tested
+    in turn (``Test`` on a completed request turns it into ``REQUEST_NULL``,
+    which tests true again at no cost), back to back for the spin budget of
+    ``cost`` (:meth:`SleepCost.spin_budget`), then with sleeps from ``first_s``
+    doubling to ``max_s``, the first of them timed into ``cost``; the schedule
+    starts again for the next request once one completes. The policy of
+    :class:`TwoPhaseBackoff` (reset on progress, as ``wait_inline``), without
+    building one per call (a
+    :class:`TwoPhaseBackoff` and the generic request wrappers cost more
+    Python than a 1 KiB message takes on shared memory).
+
+    Parameters
+    ----------
+    reqs : sequence of mpi4py.MPI.Request
+        Pending or completed requests (any order; every one is completed on return).
+    first_s, max_s : float
+        Sleep schedule after the spin, in seconds.
+    cost : SleepCost, optional
+        The estimate to read and update (default :data:`SLEEP_COST`).
+    """
+    for q in reqs:
+        if q.Test():
+            continue
+        cost = cost or SLEEP_COST
+        spin_until = time.perf_counter() + cost.spin_budget()
+        sleep_s = first_s
+        while not q.Test():
+            if time.perf_counter() < spin_until:
+                continue
+            if sleep_s == first_s:
+                cost.sleep(sleep_s)
+            else:
+                time.sleep(sleep_s)
+            sleep_s = min(sleep_s * 2.0, max_s)
