@@ -15,8 +15,10 @@ def test_sleep_cost_tracks_measured_sleeps():
     took = cost.sleep(1e-4)
     assert took >= 1e-4 and cost.value_s == took
     assert SPIN_MIN_S <= cost.spin_budget() <= SPIN_MAX_S
-    cost.value_s = 10.0
-    assert cost.spin_budget() == SPIN_MAX_S
+    cost.value_s = SPIN_MAX_S
+    assert cost.spin_budget() == SPIN_MAX_S          # spins as long as a sleep costs...
+    cost.value_s = 2 * SPIN_MAX_S
+    assert cost.spin_budget() == SPIN_MIN_S          # ...but briefly on an oversubscribed node
     cost.value_s = 0.0
     assert cost.spin_budget() == SPIN_MIN_S
     with pytest.raises(ValueError, match="weight"):
@@ -24,18 +26,18 @@ def test_sleep_cost_tracks_measured_sleeps():
 
 
 def test_spins_for_the_budget_then_sleeps_growing(monkeypatch):
-    cost = SleepCost(initial_s=1e-3, weight=0.5)
+    cost = SleepCost(initial_s=SPIN_MAX_S, weight=0.5)
     slept = []
     monkeypatch.setattr(waiting.time, "sleep", slept.append)
     bo = TwoPhaseBackoff(first_s=1e-5, max_s=4e-5, cost=cost)
     t0 = time.perf_counter()
     while not slept:
         bo.pause()
-    assert time.perf_counter() - t0 >= 1e-3          # spun for the estimated sleep cost
+    assert time.perf_counter() - t0 >= SPIN_MAX_S    # spun for the estimated sleep cost
     for _ in range(3):
         bo.pause()
     assert slept == [1e-5, 2e-5, 4e-5, 4e-5]
-    assert cost.value_s < 1e-3                        # the (instant) first sleep was measured
+    assert cost.value_s < SPIN_MAX_S                  # the (instant) first sleep was measured
     bo.reset()
     bo.pause()
     assert len(slept) == 4                            # spinning again after a reset
@@ -91,6 +93,7 @@ def test_wait_mpi_spins_then_sleeps_and_restarts_per_request(monkeypatch):
     slept = []
     monkeypatch.setattr(waiting.time, "sleep", slept.append)
     cost = SleepCost(initial_s=SPIN_MIN_S, weight=0.5)
+    monkeypatch.setattr(waiting.time, "perf_counter", lambda: 0.0)   # the spin never runs out
     quick = [_MPIReq(1), _MPIReq(50)]
     waiting.wait_mpi(quick, cost=cost)
     assert slept == [] and [q.tests for q in quick] == [1, 50]
