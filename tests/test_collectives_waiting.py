@@ -15,8 +15,10 @@ def test_sleep_cost_tracks_measured_sleeps():
     took = cost.sleep(1e-4)
     assert took >= 1e-4 and cost.value_s == took
     assert SPIN_MIN_S <= cost.spin_budget() <= SPIN_MAX_S
-    cost.value_s = 10.0
-    assert cost.spin_budget() == SPIN_MAX_S
+    cost.value_s = SPIN_MAX_S
+    assert cost.spin_budget() == SPIN_MAX_S          # spins as long as a sleep costs...
+    cost.value_s = 2 * SPIN_MAX_S
+    assert cost.spin_budget() == SPIN_MIN_S          # ...but briefly on an oversubscribed node
     cost.value_s = 0.0
     assert cost.spin_budget() == SPIN_MIN_S
     with pytest.raises(ValueError, match="weight"):
@@ -24,18 +26,18 @@ def test_sleep_cost_tracks_measured_sleeps():
 
 
 def test_spins_for_the_budget_then_sleeps_growing(monkeypatch):
-    cost = SleepCost(initial_s=1e-3, weight=0.5)
+    cost = SleepCost(initial_s=SPIN_MAX_S, weight=0.5)
     slept = []
     monkeypatch.setattr(waiting.time, "sleep", slept.append)
     bo = TwoPhaseBackoff(first_s=1e-5, max_s=4e-5, cost=cost)
     t0 = time.perf_counter()
     while not slept:
         bo.pause()
-    assert time.perf_counter() - t0 >= 1e-3          # spun for the estimated sleep cost
+    assert time.perf_counter() - t0 >= SPIN_MAX_S    # spun for the estimated sleep cost
     for _ in range(3):
         bo.pause()
     assert slept == [1e-5, 2e-5, 4e-5, 4e-5]
-    assert cost.value_s < 1e-3                        # the (instant) first sleep was measured
+    assert cost.value_s < SPIN_MAX_S                  # the (instant) first sleep was measured
     bo.reset()
     bo.pause()
     assert len(slept) == 4                            # spinning again after a reset
@@ -71,3 +73,33 @@ def test_wait_inline_polls_every_request_and_wakes_half_way(monkeypatch):
     recv2 = _Req(done_at=2, bound=10.0, ready_at=None)
     _core.wait_inline([recv2], TwoPhaseBackoff(cost=SleepCost()))
     assert slept[-1] == pytest.approx(5.0, abs=1e-3)
+
+
+class _MPIReq:
+    """An mpi4py-request stand-in: ``Test()`` true from its ``done_at``-th call."""
+
+    def __init__(self, done_at):
+        self.tests, self.done_at = 0, done_at
+
+    def Test(self):  # noqa: N802 - mpi4py's name
+        self.tests += 1
+        return self.tests >= self.done_at
+
+
+def test_wait_mpi_spins_then_sleeps_and_restarts_per_request(monkeypatch):
+    """wait_mpi: no sleep while requests complete within the spin budget; past it, sleeps
+    that double from first_s (the first one timed into the estimate), and the schedule
+    starts again for the next request."""
+    slept = []
+    monkeypatch.setattr(waiting.time, "sleep", slept.append)
+    cost = SleepCost(initial_s=SPIN_MIN_S, weight=0.5)
+    monkeypatch.setattr(waiting.time, "perf_counter", lambda: 0.0)   # the spin never runs out
+    quick = [_MPIReq(1), _MPIReq(50)]
+    waiting.wait_mpi(quick, cost=cost)
+    assert slept == [] and [q.tests for q in quick] == [1, 50]
+    clock = iter(range(10 ** 6))           # perf_counter: 1 s per call, so the spin ends at once
+    monkeypatch.setattr(waiting.time, "perf_counter", lambda: float(next(clock)))
+    slow = [_MPIReq(5), _MPIReq(4)]
+    waiting.wait_mpi(slow, first_s=1e-5, max_s=2e-5, cost=cost)
+    assert slept == [1e-5, 2e-5, 2e-5, 1e-5, 2e-5]
+    assert cost.value_s != SPIN_MIN_S       # the first sleep of each request was measured

@@ -184,11 +184,11 @@ def partition(count: int, n: int) -> list[int]:
     Block ``i`` holds ``count // n`` elements plus one when ``i < count % n``.
     """
     q, r = divmod(count, n)
-    offs = [0] * (n + 1)
-    for i in range(n):
-        offs[i + 1] = offs[i] + q + (1 if i < r else 0)
-    return offs
+    return [i * q + (i if i < r else r) for i in range(n + 1)]
 
+
+#: largest scratch array of the inline forms kept cached between calls, in bytes
+FAST_SCRATCH_BYTES = 1 << 20
 
 _KEYVAL = None
 _KEYVAL_LOCK = threading.Lock()
@@ -239,6 +239,21 @@ class Context:
             if len(self._pool) < 8:
                 self._pool.append(buf)
                 self._pool.sort(key=lambda b: b.nbytes)
+
+    def take_scratch(self, dtype: np.dtype, count: int) -> np.ndarray:
+        """A ``count``-element ``dtype`` scratch array of the small-message inline forms.
+
+        Cached per ``(dtype, count)`` between calls (:meth:`keep_scratch` gives it
+        back), so a blocking allreduce repeated on buffers of one size allocates
+        nothing; taking removes it from the cache, so two threads never share one.
+        """
+        tmp = self.fast_scratch.pop((dtype.char, count), None)
+        return np.empty(count, dtype=dtype) if tmp is None else tmp
+
+    def keep_scratch(self, tmp: np.ndarray) -> None:
+        """Give back an array of :meth:`take_scratch` (kept if at most 1 MiB and 16 cached)."""
+        if len(self.fast_scratch) < 16 and tmp.nbytes <= FAST_SCRATCH_BYTES:
+            self.fast_scratch[(tmp.dtype.char, tmp.size)] = tmp
 
     def host_groups(self) -> list[list[int]]:
         """Ranks grouped by host name, groups ordered by their lowest rank.

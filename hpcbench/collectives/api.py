@@ -227,15 +227,18 @@ def _allreduce_inline(x, out, op, algorithm, comm, transport, name):
     uf = _INLINE_UFUNC.get(op)
     if uf is None:
         return None
+    src = x if x.ndim == 1 else x.reshape(-1)
     if out is None:
         dst = np.empty_like(x)
+        flat = dst if dst.ndim == 1 else dst.reshape(-1)
     elif out is x:
         if not x.flags.writeable:
             return None
-        dst = x
+        dst, flat = x, src          # the same object: the inline forms test `dst is src`
     elif (type(out) is np.ndarray and out.dtype == dt and out.size == x.size
           and out.flags.c_contiguous and out.flags.writeable):
         dst = out
+        flat = out if out.ndim == 1 else out.reshape(-1)
     else:
         return None
     ctx, tr = _resolve(comm, transport)
@@ -244,8 +247,7 @@ def _allreduce_inline(x, out, op, algorithm, comm, transport, name):
     if not isinstance(algorithm, str):
         return None
     inline = _alg.get(algorithm).inline
-    flat = dst.reshape(-1)
-    if inline is None or not inline(tr, ctx, name, x.reshape(-1), flat, uf):
+    if inline is None or not inline(tr, ctx, name, src, flat, uf):
         return None
     n = tr.size
     if op == "avg" and n > 1:

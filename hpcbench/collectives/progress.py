@@ -125,12 +125,15 @@ class Request:
             Whatever the operation raised while it progressed.
         """
         if not self._done:
-            bo = inline_backoff()
+            bo = None               # built only if the first pass leaves something to wait for
             with self._lock:        # the progress thread leaves this request alone meanwhile
                 while not self._done:
                     if self._advance():
-                        bo.reset()
+                        if bo is not None:
+                            bo.reset()
                     else:
+                        if bo is None:
+                            bo = inline_backoff()
                         bo.pause()
         if self._exc is not None:
             raise self._exc

@@ -66,6 +66,7 @@ class TagSpace:
         blocks = (tag_ub + 1) // 4 // COMPRESSED_STRIDE
         split = tag_ub + 1 - blocks * COMPRESSED_STRIDE
         self.dense = range(1, split)
+        self._dense_start, self._dense_len = 1, split - 1     # of `dense`, read per call
         self.compressed = range(split, tag_ub + 1)
         self._blocks = blocks
         self._named: dict[str, int] = {}
@@ -83,9 +84,7 @@ class TagSpace:
         with self._lock:
             k = self._named.get(key, 0)
             self._named[key] = k + 1
-        tag = self.dense.start + zlib.crc32(f"{key}#{k}".encode()) % len(self.dense)
-        assert tag in self.dense
-        return tag
+        return self._dense_start + zlib.crc32(f"{key}#{k}".encode()) % self._dense_len
 
     def block(self) -> int:
         """Base tag of the next compressed collective, which owns

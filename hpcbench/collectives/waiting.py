@@ -16,11 +16,20 @@ spinning for a shared-memory multiprocessor"): spin for as long as blocking
 costs, then block; whatever the wait, it costs at most twice the best choice
 made knowing the wait in advance. The cost of blocking is measured, not
 assumed: every shortest sleep (the first of a wait) is timed and a moving
-average of its wall duration, :data:`SLEEP_COST`, is the spin budget, bounded
-to ``[SPIN_MIN_S, SPIN_MAX_S]``. On an idle node a sleep costs ~60-80 us and
-ranks spin about that long; on a loaded one they spin up to 2 ms, and waits
-longer than that still sleep (growing to ``max_s``), so an oversubscribed
-rank that waits long costs no CPU. The spin does not call ``sched_yield``:
+average of its wall duration, :data:`SLEEP_COST`, is the spin budget, at
+least ``SPIN_MIN_S``. On an idle node a sleep costs ~60-80 us and ranks spin
+about that long. Where a short sleep costs more than ``SPIN_MAX_S`` (0.5 ms)
+the sleeper waited for a core: the node runs more threads than cores, the
+peer a rank waits for may need the core the spinner holds, and the
+competitive argument (which takes the wait as independent of the waiter)
+fails; there waits spin only ``SPIN_MIN_S`` and then sleep, so the peer runs.
+Before, the budget grew with the sleep cost up to 2 ms, exactly where
+spinning hurts most: at load average 25-40 on the 2 cores, ring allreduce at
+``-np 2`` took 22-30 ms (p50) at 1-64 KiB against 6-8.5 ms with the short
+spin, and at ``-np 8`` 58 and 279 ms at 1 and 64 KiB against 18 and 64 ms
+(``MPI_Allreduce``, which spins, 7-27 ms). Waits longer than the budget
+sleep (growing to ``max_s``), so an oversubscribed rank that waits long
+costs no CPU. The spin does not call ``sched_yield``:
 on a node shared with other jobs a yield hands the core to another process
 for its whole time slice, which costs as much as the sleep it was to avoid.
 """
@@ -31,10 +40,13 @@ import time
 
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX_S"]
+__all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX_S",
+           "wait_mpi"]
 
-#: shortest and longest spin budget of a wait, in seconds
-SPIN_MIN_S, SPIN_MAX_S = 5e-5, 2e-3
+#: shortest and longest spin budget of a wait, in seconds; a node where a short sleep costs
+#: more than ``SPIN_MAX_S`` is oversubscribed, and waits there spin only ``SPIN_MIN_S``
+SPIN_MIN_S, SPIN_MAX_S = 5e-5, 5e-4
+
 
 class SleepCost:
     """Moving average of the wall time a short sleep really takes on this node.
@@ -74,8 +86,16 @@ class SleepCost:
         return took
 
     def spin_budget(self) -> float:
-        """Seconds a waiter should spin before it sleeps: the estimate, bounded."""
-        return min(max(self.value_s, SPIN_MIN_S), SPIN_MAX_S)
+        """Seconds a waiter should spin before it sleeps.
+
+        The estimate, at least :data:`SPIN_MIN_S`, while it is at most
+        :data:`SPIN_MAX_S`; above that, :data:`SPIN_MIN_S`: a short sleep that
+        costs more than half a millisecond waited for a core, the node runs
+        more threads than cores, and spinning would delay the peer that the
+        waiter waits for (measurements in the module docstring).
+        """
+        v = self.value_s
+        return SPIN_MIN_S if v > SPIN_MAX_S else max(v, SPIN_MIN_S)
 
 
 #: the process-wide estimate shared by every wait of the collectives
@@ -118,3 +138,43 @@ class TwoPhaseBackoff(Backoff):
         else:
             time.sleep(self._sleep_s)
         self._sleep_s = min(self._sleep_s * 2.0, self.max_s)
+
+
+def wait_mpi(reqs, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost | None = None) -> None:
+    """Complete raw ``mpi4py.MPI.Request`` objects with the two-phase schedule, allocation-free
+    while they complete during the spin.
+
+    The waiting path of the small-message inline forms: each request is tested
+    in turn (``Test`` on a completed request turns it into ``REQUEST_NULL``,
+    which tests true again at no cost), back to back for the spin budget of
+    ``cost`` (:meth:`SleepCost.spin_budget`), then with sleeps from ``first_s``
+    doubling to ``max_s``, the first of them timed into ``cost``; the schedule
+    starts again for the next request once one completes. The policy of
+    :class:`TwoPhaseBackoff` (reset on progress, as ``wait_inline``), without
+    building one per call (a
+    :class:`TwoPhaseBackoff` and the generic request wrappers cost more
+    Python than a 1 KiB message takes on shared memory).
+
+    Parameters
+    ----------
+    reqs : sequence of mpi4py.MPI.Request
+        Pending or completed requests (any order; every one is completed on return).
+    first_s, max_s : float
+        Sleep schedule after the spin, in seconds.
+    cost : SleepCost, optional
+        The estimate to read and update (default :data:`SLEEP_COST`).
+    """
+    for q in reqs:
+        if q.Test():
+            continue
+        cost = cost or SLEEP_COST
+        spin_until = time.perf_counter() + cost.spin_budget()
+        sleep_s = first_s
+        while not q.Test():
+            if time.perf_counter() < spin_until:
+                continue
+            if sleep_s == first_s:
+                cost.sleep(sleep_s)
+            else:
+                time.sleep(sleep_s)
+            sleep_s = min(sleep_s * 2.0, max_s)

@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from hpcbench.collectives._core import inline_backoff, start_allreduce, wait_inline
 from hpcbench.collectives.algorithms import register, register_cost, register_inline
 from hpcbench.collectives.algorithms.rabenseifner import (fold_cost, fold_in, fold_out, fold_setup,
                                                           real_rank)
 from hpcbench.collectives.transport import Transport
+from hpcbench.collectives.waiting import wait_mpi
 
 __all__ = ["recursive_doubling_allreduce", "recursive_doubling_inline", "recursive_doubling_cost"]
-
-#: largest receive scratch the inline form keeps cached between calls, in bytes
-_CACHE_BYTES = 1 << 20
-
 
 @register("recursive_doubling", deterministic=False,
           description="recursive doubling, full vector each step (Thakur et al. 2005)")
@@ -67,7 +62,9 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
     ``src`` itself and reduces straight into ``dst`` (no copy), the receive
     scratch is cached per (communicator, dtype, count), and with the plain
     :class:`~hpcbench.collectives.transport.Transport` the requests go straight
-    to MPI (its counters still kept). Waits: :func:`~hpcbench.collectives._core.inline_backoff`.
+    to MPI (its counters still kept) and are waited for by
+    :func:`~hpcbench.collectives.waiting.wait_mpi` (other transports:
+    :func:`~hpcbench.collectives._core.wait_inline`; both two-phase).
 
     Parameters
     ----------
@@ -90,12 +87,9 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
             dst[...] = src
         return True
     c, r = tr.comm, tr.rank
-    key = (src.dtype.char, src.size)
-    tmp = ctx.fast_scratch.pop(key, None)
-    if tmp is None:
-        tmp = np.empty(src.size, dtype=src.dtype)
+    tmp = ctx.take_scratch(src.dtype, src.size)
     direct = type(tr) is Transport
-    bo = inline_backoff()
+    bo = None if direct else inline_backoff()
     send = src
     try:
         d = 1
@@ -106,11 +100,7 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
                 sq = c.Isend(send, dest=peer, tag=tag)
                 tr.bytes_sent += send.nbytes
                 tr.messages_sent += 1
-                for q in (rq, sq):
-                    if not q.Test():
-                        while not q.Test():
-                            bo.pause()
-                        bo.reset()
+                wait_mpi((rq, sq))
             else:
                 rq = tr.irecv(tmp, peer, tag)
                 sq = tr.isend(send, peer, tag)
@@ -122,8 +112,7 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
             send = dst
             d <<= 1
     finally:
-        if len(ctx.fast_scratch) < 16 and tmp.nbytes <= _CACHE_BYTES:
-            ctx.fast_scratch[key] = tmp
+        ctx.keep_scratch(tmp)
     return True
 
 

@@ -19,6 +19,8 @@ import numpy as np
 
 from hpcbench.collectives._core import is_inplace, partition, reducer, run_inline, scratch_view
 from hpcbench.collectives.algorithms import register, register_cost, register_inline
+from hpcbench.collectives.transport import Transport
+from hpcbench.collectives.waiting import wait_mpi
 
 __all__ = ["ring_allreduce", "ring_inline", "ring_phases", "ring_cost", "SEGMENT_BYTES"]
 
@@ -128,7 +130,7 @@ def _one_segment(bounds, itemsize: int) -> bool:
     return max(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)) * itemsize <= SEGMENT_BYTES
 
 
-def ring_single(tr, tag, src, dst, red, ctx, bounds):
+def ring_single(tr, tag, src, dst, red, ctx, bounds, raw=False):
     """The ring of :func:`ring_phases` when every block is one segment, with less Python per step.
 
     The same messages (one block per step to the right neighbour, ``2 (n-1)``
@@ -138,33 +140,50 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds):
     table, closures) that dominates small messages. Each step waits for its
     receive and its send before the next is posted (a send below the eager
     limit is complete at once; a larger one completes once the neighbour,
-    which posted its receive first, has the bytes).
+    which posted its receive first, has the bytes). The in-place receive
+    scratch is cached per (dtype, block) in the context
+    (:meth:`~hpcbench.collectives._core.Context.take_scratch`).
+
+    Parameters
+    ----------
+    raw : bool
+        Post straight to MPI on ``tr.comm`` (plain :class:`Transport` only; its
+        counters still kept) and yield every step's two ``mpi4py.MPI.Request``
+        objects, for :func:`~hpcbench.collectives.waiting.wait_mpi`; default:
+        through ``tr``, yielding its requests only while pending (for
+        :func:`~hpcbench.collectives._core.run_inline` and the progress engine).
     """
     n, r = tr.size, tr.rank
+    c = tr.comm
     right, left = (r + 1) % n, (r - 1) % n
-    inplace = is_inplace(src, dst)
-    tmpbuf = tmp = None
-    if inplace:
-        maxblock = max(bounds[i + 1] - bounds[i] for i in range(n))
-        tmpbuf = ctx.borrow(maxblock * dst.dtype.itemsize)
-        tmp = scratch_view(tmpbuf, dst.dtype, maxblock)
+    inplace = src is dst or is_inplace(src, dst)
+    tmp = ctx.take_scratch(dst.dtype, max(bounds[i + 1] - bounds[i] for i in range(n))) \
+        if inplace else None
     try:
         for k in range(2 * (n - 1)):
             rb, sb = (r - k - 2) % n, (r - k - 1) % n
             rlo, rhi = bounds[rb], bounds[rb + 1]
             d = dst[rlo:rhi]
             rbuf = tmp[:rhi - rlo] if (inplace and k < n - 1) else d
-            rq = tr.irecv(rbuf, left, tag)
-            sq = tr.isend((src if k == 0 else dst)[bounds[sb]:bounds[sb + 1]], right, tag)
-            if not (rq.test() and sq.test()):
-                yield [rq, sq]
+            sbuf = (src if k == 0 else dst)[bounds[sb]:bounds[sb + 1]]
+            if raw:
+                rq = c.Irecv(rbuf, left, tag)
+                sq = c.Isend(sbuf, right, tag)
+                tr.bytes_sent += sbuf.nbytes
+                tr.messages_sent += 1
+                yield rq, sq
+            else:
+                rq = tr.irecv(rbuf, left, tag)
+                sq = tr.isend(sbuf, right, tag)
+                if not (rq.test() and sq.test()):
+                    yield [rq, sq]
             if k < n - 1:
-                red.reduce(d, d, tmp[:rhi - rlo] if inplace else src[rlo:rhi])
+                red.reduce(d, d, rbuf if inplace else src[rlo:rhi])
                 if k == n - 2:
                     red.finalize(d)
     finally:
-        if tmpbuf is not None:
-            ctx.give(tmpbuf)
+        if tmp is not None:
+            ctx.keep_scratch(tmp)
 
 
 @register("ring", deterministic=True,
@@ -187,9 +206,15 @@ _KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
 def ring_inline(tr, ctx, name, src, dst, uf) -> bool:
     """Inline form of the ring for blocking calls whose blocks are one segment each.
 
-    Drives :func:`ring_single` in the calling thread (:func:`~hpcbench.collectives._core.run_inline`)
-    without the generic entry's argument wrapping; same tag, messages and
-    reductions as the generator, so the same result bits.
+    Drives :func:`ring_single` in the calling thread without the generic
+    entry's argument wrapping; same tag, messages and reductions as the
+    generator, so the same result bits. Over the plain
+    :class:`~hpcbench.collectives.transport.Transport` the steps post straight
+    to MPI (``raw=True``) and wait with
+    :func:`~hpcbench.collectives.waiting.wait_mpi`: the request wrappers, the
+    per-call backoff object and the generic wait loop cost more Python than a
+    1 KiB message takes on shared memory. Other transports (the link model)
+    go through :func:`~hpcbench.collectives._core.run_inline`.
 
     Parameters
     ----------
@@ -204,16 +229,21 @@ def ring_inline(tr, ctx, name, src, dst, uf) -> bool:
         False (nothing done, no tag taken) when a block exceeds one segment.
     """
     n = tr.size
-    bounds = partition(src.size, n)
-    if not _one_segment(bounds, src.dtype.itemsize):
+    count = src.size
+    if -(-count // n) * src.dtype.itemsize > SEGMENT_BYTES:     # the largest block, ceil(count/n)
         return False
     tag = ctx.tag(name)
     if n == 1:
         if dst is not src:
             dst[...] = src
         return True
+    bounds = partition(count, n)
     red = reducer(_KIND[src.dtype], _UFUNC_OP[uf], n)
-    run_inline(ring_single(tr, tag, src, dst, red, ctx, bounds))
+    if type(tr) is Transport:       # straight to MPI, two-phase waits without wrappers
+        for reqs in ring_single(tr, tag, src, dst, red, ctx, bounds, raw=True):
+            wait_mpi(reqs)
+    else:
+        run_inline(ring_single(tr, tag, src, dst, red, ctx, bounds))
     return True
 
 
