@@ -223,9 +223,29 @@ class Emulation:
     def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
         buf, deltas, meta = self._result_block(len(ids))
         lr = self.learning_rate(round_)
+        if self.cfg.client_training == "batched" and len(ids):
+            self._train_batched(ids, round_, global_flat, lr, deltas, meta)
+            return buf, deltas, meta
         for i, cid in enumerate(ids):
             self._train_one(int(cid), round_, global_flat, lr, deltas[i], meta[i])
         return buf, deltas, meta
+
+    def _train_batched(self, ids: np.ndarray, stream: int, global_flat: torch.Tensor, lr: float,
+                       deltas: np.ndarray, meta: np.ndarray) -> None:
+        """``client_training: batched``: train all of ``ids`` together (:mod:`hpcbench.fl.batched_training`)."""
+        from hpcbench.fl.batched_training import train_clients_batched
+
+        cfg = self.cfg
+        results = train_clients_batched(
+            self.model, global_flat, [self.dataset.shard(int(c)) for c in ids], cfg.local_steps, cfg.batch_size,
+            lr, cfg.momentum, [client_generator(cfg.seed, stream, int(c)) for c in ids], self._regulariser,
+            self.aggregator.needs_global_loss)
+        for i, res in enumerate(results):
+            deltas[i] = res.delta
+            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
+                       res.global_loss)
+            self._train_wall += res.train_wall_s
+        self._trained += len(results)
 
     def _dispatch(self, round_: int, params: np.ndarray, plan) -> list:
         """Aggregator: send each active executor its client count and ids, and the global model.
