@@ -467,9 +467,8 @@ class Emulation:
                                        or [np.zeros(0, np.int32)])
             order = np.argsort(ids_all, kind="stable")
             ids_all, ranks_all = ids_all[order], ranks_all[order]
-            deltas_all = np.concatenate([b[1] for b in blocks.values()]
-                                        or [np.zeros((0, self.num_params), np.float32)])[order]
-            meta_all = np.concatenate([b[2] for b in blocks.values()] or [np.zeros((0, _META))])[order]
+            deltas_all = self._in_order(blocks, 1, order, self.num_params, np.float32)
+            meta_all = self._in_order(blocks, 2, order, _META, np.float64)
             up_bytes = self.encode_updates(ids_all, deltas_all)
             train_loss = math.nan
             if len(ids_all):  # a round where every client dropped out leaves the model as it was
@@ -491,6 +490,24 @@ class Emulation:
                 shown = summary.final_accuracy
                 progress.set_postfix(acc=f"{shown:.3f}", vtime=f"{timing.end_s:.0f}s", refresh=False)
         return self._finish(summary, t0, params, results, None if self.rank == 0 else stop_req)
+
+    @staticmethod
+    def _in_order(blocks: dict, field: int, order: np.ndarray, width: int, dtype) -> np.ndarray:
+        """Rows ``field`` of every block, stacked in ``order`` (client id order), written once.
+
+        The same array as ``np.concatenate(rows)[order]`` without the
+        intermediate concatenation (one round's updates, 25 MB at 1,300
+        digits clients, allocated once instead of twice).
+        """
+        parts = [b[field] for b in blocks.values()]
+        out = np.empty((len(order), width), dtype=dtype)
+        dest = np.empty_like(order)
+        dest[order] = np.arange(len(order))
+        pos = 0
+        for part in parts:
+            out[dest[pos:pos + len(part)]] = part
+            pos += len(part)
+        return out
 
     def _evaluate(self, step: int, params: np.ndarray, vtime_s: float, test_set, summary: Summary, results,
                   t0: float) -> tuple[float, float, bool]:
