@@ -21,6 +21,11 @@ side, per world size:
 
 It also builds a 1,000,000-client registry in-process and reports the bytes
 of client metadata and the process's resident-memory growth.
+
+With ``--flower PYTHON`` (or ``auto`` when this Python can import Flower) it
+then runs Flower's simulation on the same task and prints both sides' steady
+round time and process-tree memory, RSS and PSS, with the ratios
+(:mod:`hpcbench.bench.flower_compare`; docs/fl.md).
 """
 
 from __future__ import annotations

@@ -108,8 +108,8 @@ def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: 
     info = json.loads(out_json.read_text())
     ends = [info["start_unix_s"], *info["round_end_unix_s"]]
     walls = [b - a for a, b in zip(ends, ends[1:])]
-    return {"round_s": statistics.median(walls[warmup:]), "rounds_s": walls, "memory": sampler.peak(), "flwr": info["flwr"], "ray": info["ray"],
-            "log": str(log)}
+    return {"round_s": statistics.median(walls[warmup:]), "rounds_s": walls, "memory": sampler.peak(),
+            "flwr": info["flwr"], "ray": info["ray"], "log": str(log)}
 
 
 def ranks_only(mem: TreeMemory) -> tuple[int, int]:
