@@ -27,6 +27,8 @@ from pathlib import Path
 from hpcbench.bench.process_memory import TreeMemory, TreeSampler
 from hpcbench.runtime.errors import InputError
 
+_STARTUP_TIMEOUT = "timed out during startup"  # Ray's message when its node fails to come up in time
+
 __all__ = ["resolve_python", "run_flower", "flower_settings", "ranks_only", "LAUNCHER_NAMES"]
 
 #: process names of the MPI launcher side (not ranks): ``mpiexec`` and MPICH's Hydra process manager
@@ -81,8 +83,13 @@ def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
 
 
 def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: Path,
-               interval_s: float = 0.5) -> dict:
+               interval_s: float = 0.5, attempts: int = 3) -> dict:
     """Run the Flower baseline under ``python``; its steady round time, peak tree memory and versions.
+
+    Ray gives its raylet a fixed 30 s to register with its GCS server; on a
+    loaded machine that start-up can time out and the simulation ends before
+    its first round. Such a run is repeated, up to ``attempts`` runs in all
+    (the memory and times reported are those of the run that completed).
 
     Returns a dict with ``round_s`` (median of the rounds after ``warmup``),
     ``rounds_s`` (every round), ``memory`` (:class:`TreeMemory`, peak over
@@ -99,10 +106,14 @@ def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: 
     root = str(Path(__file__).resolve().parents[2])  # the checkout holding this hpcbench, for Flower's Python
     env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0",
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
-        with TreeSampler(proc.pid, interval_s) as sampler:
-            rc = proc.wait()
+    for attempt in range(1, attempts + 1):
+        with open(log, "w") as f:
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+            with TreeSampler(proc.pid, interval_s) as sampler:
+                rc = proc.wait()
+        if rc == 0 or _STARTUP_TIMEOUT not in log.read_text() or attempt == attempts:
+            break
+        print(f"Flower: Ray's node start-up timed out (attempt {attempt} of {attempts}); retrying", flush=True)
     if rc != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({rc}):\n{log.read_text()[-3000:]}")
     info = json.loads(out_json.read_text())
