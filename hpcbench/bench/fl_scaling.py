@@ -21,6 +21,11 @@ side, per world size:
 
 It also builds a 1,000,000-client registry in-process and reports the bytes
 of client metadata and the process's resident-memory growth.
+
+With ``--flower PYTHON`` (or ``auto`` when this Python can import Flower) it
+then runs Flower's simulation on the same task and prints both sides' steady
+round time and process-tree memory, RSS and PSS, with the ratios
+(:mod:`hpcbench.bench.flower_compare`; docs/fl.md).
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from hpcbench.runtime.lifecycle import Job, fault_point
 __all__ = ["FLScalingJob", "main"]
 
 
-def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, extra: list[str]) -> Path:
+def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, extra: list[str]):
+    """Run the job under ``mpiexec -n np_``; its results file and the peak memory of its process tree."""
+    from hpcbench.bench.process_memory import TreeSampler
     from hpcbench.runtime.launch import find_mpiexec
 
     out = outdir / f"fl-bench-np{np_}.h5"
@@ -49,13 +56,18 @@ def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, e
            "--traces.availability.format", "none", "--traces.availability.path", "bundled",
            "--eval_interval", str(rounds), "--progress", "false", "--output", str(out), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return out
+    log = outdir / f"fl-bench-np{np_}.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=env)
+        with TreeSampler(proc.pid) as sampler:
+            rc = proc.wait()
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({rc}):\n{log.read_text()[-3000:]}")
+    return out, sampler.peak()
 
 
-def _measure(path: Path, warmup: int) -> dict:
+def _measure(path: Path, memory, warmup: int) -> dict:
+    from hpcbench.bench.flower_compare import ranks_only
     from hpcbench.results import read_attrs, read_table
 
     rounds = read_table(path, "rounds")
@@ -75,6 +87,8 @@ def _measure(path: Path, warmup: int) -> dict:
         "outside": float(1.0 - cpu / (wall.sum() * capacity)),
         "rss_max": float(ranks["peak_rss_bytes"].max()),
         "rss_mean": float(ranks["peak_rss_bytes"].mean()),
+        "rss_sum": float(ranks["peak_rss_bytes"].sum()),
+        "tree": memory, "ranks_rss_pss": ranks_only(memory), "config": attrs["config"],
     }
 
 
@@ -112,6 +126,12 @@ class FLScalingJob(Job):
         parser.add_argument("--participants", type=int, default=100)
         parser.add_argument("--registry-clients", type=int, default=1_000_000,
                             help="clients of the in-process registry-memory check (0: skip)")
+        parser.add_argument("--flower", default="auto", metavar="PYTHON",
+                            help="also run Flower (flwr[simulation]) on the same task with this Python and "
+                                 "compare with the first world size; auto: this Python if it can import flwr "
+                                 "and ray; none: skip")
+        parser.add_argument("--flower-rounds", type=int, default=5,
+                            help="rounds of the Flower run (its first --warmup are not timed)")
 
     def configure(self, args) -> None:
         try:
@@ -123,6 +143,11 @@ class FLScalingJob(Job):
         if args.rounds <= args.warmup:
             raise InputError(f"--rounds ({args.rounds}) must exceed --warmup ({args.warmup})")
         args.sizes = sizes
+        from hpcbench.bench.flower_compare import resolve_python
+
+        args.flower_python = resolve_python(args.flower)
+        if args.flower_python and args.flower_rounds <= args.warmup:
+            raise InputError(f"--flower-rounds ({args.flower_rounds}) must exceed --warmup ({args.warmup})")
         self.cfg = args
 
     def run(self, results) -> int:
@@ -134,8 +159,17 @@ class FLScalingJob(Job):
             for step, n in enumerate(args.sizes, start=1):
                 fault_point(step)
                 print(f"running -np {n} ...", flush=True)
-                rows.append(_measure(_run(n, args.rounds, args.clients, args.participants, Path(tmp),
-                                          args.passthrough), args.warmup))
+                rows.append(_measure(*_run(n, args.rounds, args.clients, args.participants, Path(tmp),
+                                           args.passthrough), args.warmup))
+            flower = None
+            if args.flower_python:
+                from hpcbench.bench.flower_compare import flower_settings, run_flower
+
+                fault_point(len(args.sizes) + 1)
+                print(f"running Flower with {args.flower_python} ...", flush=True)
+                flower = run_flower(args.flower_python, flower_settings(rows[0]["config"], args.clients,
+                                                                        args.participants),
+                                    args.flower_rounds, args.warmup, Path(tmp))
         base = rows[0]["round_s"]
         print(f"\n{args.clients} registered clients, {args.participants} participants/round, "
               f"{args.rounds} rounds ({args.warmup} warm-up), {os.cpu_count()} cores")
@@ -147,11 +181,37 @@ class FLScalingJob(Job):
         if len(rows) > 1:
             print(f"steady-state round time at -np {rows[-1]['np']} / -np {rows[0]['np']}: "
                   f"{rows[-1]['round_s'] / base:.2f} (target <= 1.3)")
+        if flower is not None:
+            _print_flower(rows[0], flower, args)
         if args.registry_clients:
             meta, grown = _registry_memory(args.registry_clients)
             print(f"registry of {args.registry_clients:,} clients: {meta / 1e6:.1f} MB of client metadata, "
                   f"resident memory grew {grown / 1e6:.1f} MB")
         return 0
+
+
+def _print_flower(ours: dict, flower: dict, args) -> None:
+    """The side-by-side table of hpcbench's first world size and Flower, with the ratios."""
+    cfg = ours["config"]
+    mb = 1e6
+    ranks_rss, ranks_pss = ours["ranks_rss_pss"]
+    print(f"\nFlower {flower['flwr']} (Ray {flower['ray']}) vs hpcbench -np {ours['np']}, same task: "
+          f"{args.clients} clients, {args.participants} participants/round, {cfg['local_steps']} local steps, "
+          f"batch {cfg['batch_size']}, lr {cfg['learning_rate']}, {cfg['dataset']['samples_per_client']} "
+          f"samples/client; steady rounds after {args.warmup} (Flower: "
+          + " ".join(f"{w:.2f}" for w in flower["rounds_s"]) + " s)")
+    print(f"{'':>16} {'round(s)':>9} {'tree RSS(MB)':>13} {'tree PSS(MB)':>13} {'procs':>6}")
+    for name, r, mem in ((f"hpcbench -np {ours['np']}", ours["round_s"], ours["tree"]),
+                         ("Flower", flower["round_s"], flower["memory"])):
+        print(f"{name:>16} {r:>9.3f} {mem.rss_bytes / mb:>13.0f} {mem.pss_bytes / mb:>13.0f} {mem.processes:>6}")
+    print(f"hpcbench ranks only (no mpiexec/hydra): RSS {ranks_rss / mb:.0f} MB, PSS {ranks_pss / mb:.0f} MB; "
+          f"ranks' own peak RSS (ru_maxrss) summed: {ours['rss_sum'] / mb:.0f} MB")
+    mem = flower["memory"]
+    print(f"Flower / hpcbench: round time {flower['round_s'] / ours['round_s']:.1f}x (target >= 15); "
+          f"resident memory, RSS sums {mem.rss_bytes / ranks_rss:.2f}x Flower's tree / hpcbench's ranks "
+          f"(the target's measure, >= 4), {mem.rss_bytes / ours['tree'].rss_bytes:.2f}x tree / tree; "
+          f"PSS sums {mem.pss_bytes / ranks_pss:.2f}x / ranks, {mem.pss_bytes / ours['tree'].pss_bytes:.2f}x "
+          f"tree / tree")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,6 +210,8 @@ class FLConfig(_Strict):
     """client SGD learning rate"""
     momentum: float = Field(0.0, ge=0, lt=1)
     """client SGD momentum"""
+    client_training: Literal["sequential", "batched"] = "sequential"
+    """sequential: one client at a time (same bits at any -np); batched: vmapped together, not bit-identical"""
     decay_factor: float = Field(1.0, gt=0, le=1)
     """client learning rate x this every decay_round rounds (1: constant; FedScale 0.98)"""
     decay_round: int = Field(10, ge=1, le=1_000_000)
@@ -260,6 +262,9 @@ class FLConfig(_Strict):
             raise ValueError(f"aggregator {self.aggregator.name!r} needs per-client updates and cannot take "
                              f"FedBuff's buffered sum (mode 'async'); aggregators for async mode: "
                              f"{', '.join(n for n, a in AGGREGATORS.items() if a.accepts_pseudo_gradient)}")
+        if self.client_training == "batched" and (self.mode != "sync" or model_kind != "features"):
+            raise ValueError(f"client_training 'batched' needs mode 'sync' and a model reading feature vectors "
+                             f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
         for name in ("learning_rate", "overcommitment"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")

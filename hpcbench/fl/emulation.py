@@ -223,9 +223,29 @@ class Emulation:
     def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
         buf, deltas, meta = self._result_block(len(ids))
         lr = self.learning_rate(round_)
+        if self.cfg.client_training == "batched" and len(ids):
+            self._train_batched(ids, round_, global_flat, lr, deltas, meta)
+            return buf, deltas, meta
         for i, cid in enumerate(ids):
             self._train_one(int(cid), round_, global_flat, lr, deltas[i], meta[i])
         return buf, deltas, meta
+
+    def _train_batched(self, ids: np.ndarray, stream: int, global_flat: torch.Tensor, lr: float,
+                       deltas: np.ndarray, meta: np.ndarray) -> None:
+        """``client_training: batched``: train all of ``ids`` together (:mod:`hpcbench.fl.batched_training`)."""
+        from hpcbench.fl.batched_training import train_clients_batched
+
+        cfg = self.cfg
+        results = train_clients_batched(
+            self.model, global_flat, [self.dataset.shard(int(c)) for c in ids], cfg.local_steps, cfg.batch_size,
+            lr, cfg.momentum, [client_generator(cfg.seed, stream, int(c)) for c in ids], self._regulariser,
+            self.aggregator.needs_global_loss)
+        for i, res in enumerate(results):
+            deltas[i] = res.delta
+            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
+                       res.global_loss)
+            self._train_wall += res.train_wall_s
+        self._trained += len(results)
 
     def _dispatch(self, round_: int, params: np.ndarray, plan) -> list:
         """Aggregator: send each active executor its client count and ids, and the global model.
@@ -447,9 +467,8 @@ class Emulation:
                                        or [np.zeros(0, np.int32)])
             order = np.argsort(ids_all, kind="stable")
             ids_all, ranks_all = ids_all[order], ranks_all[order]
-            deltas_all = np.concatenate([b[1] for b in blocks.values()]
-                                        or [np.zeros((0, self.num_params), np.float32)])[order]
-            meta_all = np.concatenate([b[2] for b in blocks.values()] or [np.zeros((0, _META))])[order]
+            deltas_all = self._in_order(blocks, 1, order, self.num_params, np.float32)
+            meta_all = self._in_order(blocks, 2, order, _META, np.float64)
             up_bytes = self.encode_updates(ids_all, deltas_all)
             train_loss = math.nan
             if len(ids_all):  # a round where every client dropped out leaves the model as it was
@@ -471,6 +490,24 @@ class Emulation:
                 shown = summary.final_accuracy
                 progress.set_postfix(acc=f"{shown:.3f}", vtime=f"{timing.end_s:.0f}s", refresh=False)
         return self._finish(summary, t0, params, results, None if self.rank == 0 else stop_req)
+
+    @staticmethod
+    def _in_order(blocks: dict, field: int, order: np.ndarray, width: int, dtype) -> np.ndarray:
+        """Rows ``field`` of every block, stacked in ``order`` (client id order), written once.
+
+        The same array as ``np.concatenate(rows)[order]`` without the
+        intermediate concatenation (one round's updates, 25 MB at 1,300
+        digits clients, allocated once instead of twice).
+        """
+        parts = [b[field] for b in blocks.values()]
+        out = np.empty((len(order), width), dtype=dtype)
+        dest = np.empty_like(order)
+        dest[order] = np.arange(len(order))
+        pos = 0
+        for part in parts:
+            out[dest[pos:pos + len(part)]] = part
+            pos += len(part)
+        return out
 
     def _evaluate(self, step: int, params: np.ndarray, vtime_s: float, test_set, summary: Summary, results,
                   t0: float) -> tuple[float, float, bool]:

@@ -233,7 +233,10 @@ class FLJob(Job):
     def prepare(self) -> None:
         import torch
 
+        from hpcbench.runtime.heap import fix_mmap_threshold
+
         torch.set_num_threads(1)
+        fix_mmap_threshold()  # each round's update buffers go back to the system when freed
         self.setup = prepare(self.cfg, self.comm)
 
     def output(self):

@@ -113,9 +113,11 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
     """
     wall0, cpu0 = time.perf_counter(), time.process_time()
     f_global = local_loss(model, global_flat, shard) if global_loss else math.nan
-    load_flat_parameters(model, global_flat)
-    model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
+    every = list(model.parameters())
+    load_flat_parameters(model, global_flat, every)
+    if not model.training:
+        model.train()
+    params = [p for p in every if p.requires_grad]
     anchor = [p.detach().clone() for p in params] if regulariser is not None else None
     velocity = [torch.zeros_like(p) for p in params] if momentum else None
     n = shard.num_examples
@@ -139,11 +141,10 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
         objective.backward()
         _sgd_step(params, velocity, learning_rate, momentum)
         total += float(loss.detach())
-        with torch.no_grad():
-            squares += float(model.sample_losses(logits.detach(), y).double().pow(2).sum())
+        squares += float(model.sample_losses(logits.detach(), y).double().pow(2).sum())  # detached: no graph
         seen += len(y)
-    with torch.no_grad():
-        delta = (torch.nn.utils.parameters_to_vector(model.parameters()) - global_flat).numpy().copy()
+    with torch.no_grad():  # parameters_to_vector's concatenation, minus the global model, in a new array
+        delta = torch.cat([p.reshape(-1) for p in every]).sub_(global_flat).numpy()
     utility = min(n, local_steps * batch_size) * math.sqrt(squares / seen)
     return LocalResult(delta, n, total / local_steps, utility, f_global, time.perf_counter() - wall0,
                        time.process_time() - cpu0)

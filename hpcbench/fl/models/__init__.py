@@ -30,11 +30,15 @@ def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
 
 
-def load_flat_parameters(model: torch.nn.Module, flat: torch.Tensor) -> None:
-    """Copy a flat float32 vector into the model's parameters (never aliasing ``flat``)."""
+def load_flat_parameters(model: torch.nn.Module, flat: torch.Tensor, params: list | None = None) -> None:
+    """Copy a flat float32 vector into the model's parameters (never aliasing ``flat``).
+
+    ``params``: ``list(model.parameters())`` when the caller already has it
+    (saves walking the module tree once per client).
+    """
     with torch.no_grad():
         pos = 0
-        for p in model.parameters():
+        for p in model.parameters() if params is None else params:
             n = p.numel()
             p.copy_(flat[pos:pos + n].view_as(p))
             pos += n

@@ -1,0 +1,130 @@
+"""Run the Flower baseline (:mod:`hpcbench.bench.flower_baseline`) beside an hpcbench job and compare.
+
+Used by ``hpcbench fl-bench --flower PYTHON``. Both sides are measured the
+same way, from the launcher, outside both process trees:
+
+- round time: the median wall time of the rounds after ``warmup`` (hpcbench:
+  ``round_wall_s`` of its ``rounds`` table; Flower: the time between the ends
+  of successive rounds' aggregations, noted in the driver);
+- memory: the peak, over the run, of the sums of RSS and of PSS over the
+  whole process tree (:mod:`hpcbench.bench.process_memory`): for hpcbench
+  ``mpiexec``, its process manager and the ranks (and the ranks alone); for
+  Flower its driver (the ServerApp and the simulation engine), Ray's GCS
+  server, raylet, its helper processes and the worker processes that host
+  the ClientApp actors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from hpcbench.bench.process_memory import TreeMemory, TreeSampler
+from hpcbench.runtime.errors import InputError
+
+_STARTUP_TIMEOUT = "timed out during startup"  # Ray's message when its node fails to come up in time
+
+__all__ = ["resolve_python", "run_flower", "flower_settings", "ranks_only", "LAUNCHER_NAMES"]
+
+#: process names of the MPI launcher side (not ranks): ``mpiexec`` and MPICH's Hydra process manager
+LAUNCHER_NAMES = frozenset({"mpiexec", "mpiexec.hydra", "mpirun", "hydra_pmi_proxy"})
+
+
+def resolve_python(value: str) -> str | None:
+    """The Python that runs Flower for ``--flower VALUE``, or None to skip the comparison.
+
+    ``auto``: this interpreter when ``flwr`` and ``ray`` are importable in it,
+    else None; ``none``: None; anything else: a Python executable.
+
+    Raises
+    ------
+    InputError
+        ``VALUE`` names no executable file.
+    """
+    if value == "none":
+        return None
+    if value == "auto":
+        found = all(importlib.util.find_spec(m) is not None for m in ("flwr", "ray"))
+        return sys.executable if found else None
+    if not (os.path.isfile(value) and os.access(value, os.X_OK)):
+        raise InputError(f"--flower: {value!r} is not an executable Python (expected auto, none or a path)")
+    return value
+
+
+def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
+    """Flags of :mod:`hpcbench.bench.flower_baseline` giving the task of an hpcbench job's ``config``.
+
+    Raises
+    ------
+    InputError
+        The job is not one Flower's side reproduces (another dataset, model,
+        momentum or server optimizer, or no ``samples_per_client``).
+    """
+    ds, model = config["dataset"], config["model"]
+    unsupported = {"dataset.name": (ds["name"], "digits"), "model.name": (model["name"], "mlp"),
+                   "momentum": (config.get("momentum", 0.0), 0.0),
+                   "aggregator.name": (config["aggregator"]["name"], "fedavg"),
+                   "decay_factor": (config.get("decay_factor", 1.0), 1.0)}
+    for key, (value, wanted) in unsupported.items():
+        if value != wanted:
+            raise InputError(f"--flower: the Flower baseline runs {key} {wanted!r} only, the job has {value!r}")
+    if ds.get("samples_per_client") is None:
+        raise InputError("--flower: the job needs dataset.samples_per_client (every client's data size)")
+    return ["--clients", str(clients), "--participants", str(participants),
+            "--local-steps", str(config["local_steps"]), "--batch-size", str(config["batch_size"]),
+            "--learning-rate", repr(float(config["learning_rate"])),
+            "--samples-per-client", str(ds["samples_per_client"]), "--hidden", str(model["hidden"]),
+            "--seed", str(config["seed"])]
+
+
+def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: Path,
+               interval_s: float = 0.5, attempts: int = 3) -> dict:
+    """Run the Flower baseline under ``python``; its steady round time, peak tree memory and versions.
+
+    Ray gives its raylet a fixed 30 s to register with its GCS server; on a
+    loaded machine that start-up can time out and the simulation ends before
+    its first round. Such a run is repeated, up to ``attempts`` runs in all
+    (the memory and times reported are those of the run that completed).
+
+    Returns a dict with ``round_s`` (median of the rounds after ``warmup``),
+    ``rounds_s`` (every round), ``memory`` (:class:`TreeMemory`, peak over
+    the run), ``flwr``, ``ray``, ``log`` (path of its output).
+
+    Raises
+    ------
+    RuntimeError
+        The Flower run failed (its output's tail is in the message).
+    """
+    out_json = outdir / "flower.json"
+    log = outdir / "flower.log"
+    cmd = [python, "-m", "hpcbench.bench.flower_baseline", *flags, "--rounds", str(rounds), "--json", str(out_json)]
+    root = str(Path(__file__).resolve().parents[2])  # the checkout holding this hpcbench, for Flower's Python
+    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0",
+               PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    for attempt in range(1, attempts + 1):
+        with open(log, "w") as f:
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+            with TreeSampler(proc.pid, interval_s) as sampler:
+                rc = proc.wait()
+        if rc == 0 or _STARTUP_TIMEOUT not in log.read_text() or attempt == attempts:
+            break
+        print(f"Flower: Ray's node start-up timed out (attempt {attempt} of {attempts}); retrying", flush=True)
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({rc}):\n{log.read_text()[-3000:]}")
+    info = json.loads(out_json.read_text())
+    ends = [info["start_unix_s"], *info["round_end_unix_s"]]
+    walls = [b - a for a, b in zip(ends, ends[1:])]
+    return {"round_s": statistics.median(walls[warmup:]), "rounds_s": walls, "memory": sampler.peak(),
+            "flwr": info["flwr"], "ray": info["ray"], "log": str(log)}
+
+
+def ranks_only(mem: TreeMemory) -> tuple[int, int]:
+    """RSS and PSS of an MPI job's tree without its launcher processes (:data:`LAUNCHER_NAMES`)."""
+    rss = sum(v[0] for k, v in mem.by_name.items() if k not in LAUNCHER_NAMES)
+    pss = sum(v[1] for k, v in mem.by_name.items() if k not in LAUNCHER_NAMES)
+    return rss, pss

@@ -1,0 +1,88 @@
+"""Process-tree memory (hpcbench.bench.process_memory) and the Flower comparison's inputs (flower_compare)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hpcbench.bench.flower_compare import flower_settings, ranks_only, resolve_python
+from hpcbench.bench.process_memory import TreeMemory, TreeSampler, descendants, tree_memory
+from hpcbench.fl.config import FLConfig
+from hpcbench.runtime.errors import InputError
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs Linux /proc")
+
+_HOLD = """
+import subprocess, sys, time
+import numpy as np
+mb, grandchild = int(sys.argv[1]), int(sys.argv[2])
+if grandchild:  # a child holding grandchild MB, started first
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[3], sys.argv[2], "0"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+held = np.ones(mb << 17)  # mb MiB of float64, written so resident
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_tree_memory_counts_descendants():
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, "50", "150", _HOLD], stdout=subprocess.PIPE, text=True)
+    tree = []
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tree = descendants(proc.pid)
+        assert len(tree) == 2 and tree[0] == proc.pid
+        mem = tree_memory(proc.pid)
+        assert mem.processes == 2
+        assert mem.rss_bytes >= 200 << 20      # 50 + 150 MiB written by the two processes
+        assert 200 << 20 <= mem.pss_bytes <= mem.rss_bytes
+        assert sum(v[2] for v in mem.by_name.values()) == 2
+        assert sum(v[0] for v in mem.by_name.values()) == mem.rss_bytes
+        alone = tree_memory(tree[1])
+        assert alone.processes == 1 and 150 << 20 <= alone.rss_bytes < mem.rss_bytes
+        with TreeSampler(proc.pid, interval_s=0.05) as sampler:
+            time.sleep(0.3)
+        peak = sampler.peak()
+        assert len(sampler.samples) >= 2 and peak.pss_bytes >= 200 << 20
+        with pytest.raises(ValueError):
+            sampler.peak(start=time.time() + 100)
+    finally:
+        for pid in reversed(tree[1:]):  # the grandchild this test started, then the child
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait()
+
+
+def test_ranks_only_leaves_out_the_launcher():
+    mem = TreeMemory(600, 300, 3, {"mpiexec": (100, 50, 1), "hydra_pmi_proxy": (100, 50, 1), "python": (400, 200, 1)})
+    assert ranks_only(mem) == (400, 200)
+
+
+def test_flower_settings_from_the_job_config():
+    cfg = FLConfig.model_validate({"dataset": {"num_clients": 10000, "samples_per_client": 20},
+                                   "participants": 1300, "local_steps": 5}).model_dump()
+    flags = flower_settings(cfg, 10000, 1300)
+    got = dict(zip(flags[::2], flags[1::2]))
+    assert got == {"--clients": "10000", "--participants": "1300", "--local-steps": "5", "--batch-size": "16",
+                   "--learning-rate": "0.1", "--samples-per-client": "20", "--hidden": "64", "--seed": "1"}
+    for change, key in (({"aggregator": {"name": "fedyogi"}}, "aggregator.name"), ({"momentum": 0.5}, "momentum"),
+                        ({"dataset": {"num_clients": 100}}, "samples_per_client")):
+        bad = FLConfig.model_validate({"dataset": {"num_clients": 100, "samples_per_client": 20}, **change})
+        with pytest.raises(InputError, match=key):
+            flower_settings(bad.model_dump(), 100, 10)
+
+
+def test_resolve_python(tmp_path):
+    assert resolve_python("none") is None
+    assert resolve_python(sys.executable) == sys.executable
+    auto = resolve_python("auto")
+    assert auto in (None, sys.executable)
+    with pytest.raises(InputError, match="--flower"):
+        resolve_python(str(tmp_path / "no-python"))
