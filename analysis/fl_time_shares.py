@@ -50,14 +50,14 @@ def _group_key(config: dict) -> str:
     (ratio, error feedback) have no effect.
     """
     rest = {k: v for k, v in config.items() if k not in ("seed", "output", "progress", "job_name")}
-    for d in _DIRECTIONS:
-        if rest[d]["name"] == "none":
+    for d in _DIRECTIONS:  # files of versions before compression was recorded have neither key
+        if (rest.get(d) or {"name": "none"})["name"] == "none":
             rest[d] = {"name": "none"}
     return json.dumps(rest, sort_keys=True)
 
 
 def _label(config: dict) -> str:
-    up, down = config["uplink_compression"], config["downlink_compression"]
+    up, down = (config.get(d) or {"name": "none"} for d in _DIRECTIONS)
     parts = [f"up {up['name']}" + (f" {up['ratio']:g}" if up.get("ratio") else "")
              + (" EF" if up["name"] != "none" and up.get("error_feedback") else ""),
              f"down {down['name']}", f"compute {config['traces'].get('compute_cost', 'trace')}",
@@ -76,7 +76,7 @@ def analyse(path: Path) -> dict:
         the clock).
     """
     from hpcbench.fl.config import FLConfig
-    from hpcbench.fl.job import prepare
+    from hpcbench.fl.setup import prepare
 
     if not path.is_file():
         raise ValueError(f"{path}: no such file")

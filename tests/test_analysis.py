@@ -103,6 +103,7 @@ def test_fl_time_shares_redraws_the_recorded_client_times(fl_results):
     assert sum(shares) == pytest.approx(1.0, abs=2e-3) and shares[0] > 0.99  # ResNet-50's latency dwarfs 19 kB
     assert row[6] == "19240/19240"
     assert "up none, down none, compute trace" in proc.stdout
+    assert "NO_MPI" in proc.stdout  # the clock is redrawn without starting MPI
 
 
 def test_fl_compare_strategy_names_and_seed_band_by_hand():

@@ -20,7 +20,7 @@ from mpitools import run_mpi
 @pytest.fixture(scope="module")
 def task():
     torch.set_num_threads(1)
-    ds = DigitsDataset(DatasetConfig(num_clients=40, alpha=0.3), seed=3)  # disjoint split: sizes 1..~100
+    ds = DigitsDataset(DatasetConfig(num_clients=40, alpha=0.3, samples_per_client=None), seed=3)  # disjoint: 1..~100
     model = build_model(ModelConfig(name="mlp", hidden=32), ds, 3)
     return ds, model, flat_parameters(model)
 

@@ -1,21 +1,73 @@
-"""hpcbench.runtime.heap: the fixed mmap threshold."""
+"""hpcbench.runtime.heap: the fixed mmap threshold and ``trim_heap`` give freed buffers of tens of MB
+back to the system. Each check runs in a fresh interpreter (the settings are process-wide) without
+the ``MALLOC_*`` variables that would change glibc's policy."""
 
 from __future__ import annotations
 
-import ctypes.util
+import os
 import platform
+import subprocess
+import sys
+import textwrap
 
-import numpy as np
 import pytest
 
 from hpcbench.runtime.heap import fix_mmap_threshold
 
+GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
-def test_fix_mmap_threshold():
+# Frees 96 MB of buffers that glibc would keep in its heap: a 24 MB block freed first raises the
+# dynamic mmap threshold, so the four later ones come from brk, and live allocations sit above them.
+_SCENARIO = """
+import numpy as np
+from hpcbench.runtime.heap import fix_mmap_threshold, trim_heap
+
+def anon_mb():
+    for line in open("/proc/self/smaps_rollup"):
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1]) / 1024
+
+{setup}
+first = np.ones(6_000_000, np.float32)
+del first
+buckets = [np.ones(6_000_000, np.float32) for _ in range(4)]
+pin = [bytearray(4096) for _ in range(64)]
+base = anon_mb()
+del buckets
+kept = anon_mb()
+{after}
+print(round(base), round(kept), round(anon_mb()))
+"""
+
+
+def _scenario(setup: str, after: str) -> tuple[int, int, int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    code = textwrap.dedent(_SCENARIO).format(setup=setup, after=after)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    base, kept, final = map(int, proc.stdout.split())
+    return base, kept, final
+
+
+def test_fix_mmap_threshold_rejects_a_non_positive_size():
     with pytest.raises(ValueError, match="nbytes"):
         fix_mmap_threshold(0)
-    accepted = fix_mmap_threshold(1 << 20)
-    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" and ctypes.util.find_library("c"):
-        assert accepted is True
-    a = np.ones(4 << 20)  # allocations still work and hold their values
-    assert a.sum() == 4 << 20
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc policy (Linux)")
+def test_without_either_glibc_keeps_the_freed_buffers():
+    base, kept, final = _scenario("", "")
+    assert kept > base - 20 and final > base - 20
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc policy (Linux)")
+def test_fixed_mmap_threshold_returns_the_buffers_at_free():
+    base, kept, _ = _scenario("assert fix_mmap_threshold(1 << 20)", "")
+    assert kept < base - 80
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc policy (Linux)")
+def test_trim_heap_returns_the_freed_buffers():
+    base, kept, trimmed = _scenario("", "assert trim_heap()")
+    assert kept > base - 20          # glibc kept the freed heap (the behaviour trim_heap exists for)
+    assert trimmed < base - 80       # ... and gave back most of the 96 MB

@@ -47,7 +47,7 @@ __all__ = ["FLScalingJob", "main"]
 def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, extra: list[str]):
     """Run the job under ``mpiexec -n np_``; its results file and the peak memory of its process tree."""
     from hpcbench.bench.process_memory import TreeSampler
-    from hpcbench.runtime.launch import find_mpiexec
+    from hpcbench.runtime.launch import end_process_group, find_mpiexec
 
     out = outdir / f"fl-bench-np{np_}.h5"
     cmd = [find_mpiexec(), "-n", str(np_), sys.executable, "-m", "hpcbench.fl",
@@ -58,9 +58,14 @@ def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, e
     env = dict(os.environ, OMP_NUM_THREADS="1")
     log = outdir / f"fl-bench-np{np_}.log"
     with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=env)
-        with TreeSampler(proc.pid) as sampler:
-            rc = proc.wait()
+        # its own session, so that the ranks go with it if this process is interrupted
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
+        try:
+            with TreeSampler(proc.pid) as sampler:
+                rc = proc.wait()
+        finally:
+            end_process_group(proc)
     if rc != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({rc}):\n{log.read_text()[-3000:]}")
     return out, sampler.peak()

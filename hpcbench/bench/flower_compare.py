@@ -25,7 +25,9 @@ import sys
 from pathlib import Path
 
 from hpcbench.bench.process_memory import TreeMemory, TreeSampler
+from hpcbench.fl.config import FLConfig
 from hpcbench.runtime.errors import InputError
+from hpcbench.runtime.launch import end_process_group
 
 _STARTUP_TIMEOUT = "timed out during startup"  # Ray's message when its node fails to come up in time
 
@@ -70,6 +72,14 @@ def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
                    "momentum": (config.get("momentum", 0.0), 0.0),
                    "aggregator.name": (config["aggregator"]["name"], "fedavg"),
                    "decay_factor": (config.get("decay_factor", 1.0), 1.0)}
+    defaults = FLConfig().model_dump()  # what the Flower side builds for every key it is not given
+    for key in ("dataset.partition", "dataset.alpha", "dataset.test_fraction", "aggregator.server_learning_rate",
+                "uplink_compression", "downlink_compression", "mode"):
+        path = key.split(".")
+        value, wanted = config, defaults
+        for part in path:
+            value, wanted = (value or {}).get(part), (wanted or {}).get(part)
+        unsupported[key] = (value, wanted)
     for key, (value, wanted) in unsupported.items():
         if value != wanted:
             raise InputError(f"--flower: the Flower baseline runs {key} {wanted!r} only, the job has {value!r}")
@@ -103,14 +113,23 @@ def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: 
     out_json = outdir / "flower.json"
     log = outdir / "flower.log"
     cmd = [python, "-m", "hpcbench.bench.flower_baseline", *flags, "--rounds", str(rounds), "--json", str(out_json)]
-    root = str(Path(__file__).resolve().parents[2])  # the checkout holding this hpcbench, for Flower's Python
-    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0",
-               PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    # Flower's Python sees this hpcbench package alone (a link in a folder of its own), not the rest of
+    # the environment it is installed in: that venv's torch, numpy and protobuf stay Flower's
+    root = outdir / "hpcbench-only"
+    root.mkdir(exist_ok=True)
+    link = root / "hpcbench"
+    if not link.exists():
+        link.symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", PYTHONPATH=str(root))
     for attempt in range(1, attempts + 1):
         with open(log, "w") as f:
-            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
-            with TreeSampler(proc.pid, interval_s) as sampler:
-                rc = proc.wait()
+            # its own session, so that Ray's processes go with it if this process is interrupted
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                with TreeSampler(proc.pid, interval_s) as sampler:
+                    rc = proc.wait()
+            finally:
+                end_process_group(proc)
         if rc == 0 or _STARTUP_TIMEOUT not in log.read_text() or attempt == attempts:
             break
         print(f"Flower: Ray's node start-up timed out (attempt {attempt} of {attempts}); retrying", flush=True)

@@ -5,140 +5,14 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
-from mpi4py import MPI
 
+from hpcbench.fl.setup import Setup, prepare
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job
 
-if TYPE_CHECKING:
-    from hpcbench.fl.clock import VirtualClock
-    from hpcbench.fl.config import FLConfig
-    from hpcbench.fl.contracts import Aggregator, FederatedDataset, FLModel, Selector
-
 __all__ = ["InputError", "Setup", "prepare", "FLJob"]
-
-
-@dataclass
-class Setup:
-    """Everything a job needs, built identically on every rank."""
-
-    cfg: FLConfig
-    dataset: FederatedDataset
-    model: FLModel
-    clock: VirtualClock
-    selector: Selector
-    aggregator: Aggregator
-    model_bytes: int
-    uplink: object = None
-    downlink: object = None
-
-
-def _load_trace(kind: str, tc):
-    from hpcbench.traces import TraceError, load_trace
-
-    path = None if tc.path == "bundled" else tc.path
-    options = {"column": tc.column} if tc.format == "flhetbench-device" else {}
-    try:
-        trace = load_trace(tc.format, path, **options)
-    except (TraceError, ValueError, OSError) as exc:
-        raise InputError(f"traces.{kind}: {exc}") from None
-    if tc.format == "fedscale-capacity":
-        if kind not in ("device", "bandwidth"):
-            raise InputError(f"traces.{kind}.format: 'fedscale-capacity' gives device and bandwidth "
-                             f"traces, not {kind}")
-        trace = trace[0] if kind == "device" else trace[1]
-    needed = {"device": "sample_latency_s", "bandwidth": "sample_kbps", "availability": "is_available"}[kind]
-    if not hasattr(trace, needed):
-        raise InputError(f"traces.{kind}.format: {tc.format!r} is not a {kind} trace format")
-    return trace
-
-
-def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
-    """Load data, traces and model; build the registry and the virtual clock.
-
-    Collective over ``comm`` when given (rank 0 loads the dataset's inputs
-    and broadcasts them).
-
-    Raises
-    ------
-    InputError
-        A trace or data file is missing or malformed, or the config does not fit
-        the data (e.g. more participants than registered clients).
-    """
-    import torch
-
-    from hpcbench.fl.aggregation import AGGREGATORS
-    from hpcbench.fl.clock import ClientRegistry, VirtualClock, expected_durations
-    from hpcbench.fl.data import build_dataset
-    from hpcbench.fl.models import build_model
-    from hpcbench.fl.selection import SELECTORS
-
-    try:
-        dataset = build_dataset(cfg.dataset, cfg.seed, comm)
-    except (ValueError, OSError) as exc:
-        raise InputError(f"dataset: {exc}") from None
-    if cfg.participants > dataset.num_clients:
-        raise InputError(f"participants: {cfg.participants} exceeds the {dataset.num_clients} registered "
-                         f"clients of dataset {cfg.dataset.name!r}")
-    device = _load_trace("device", cfg.traces.device)
-    bandwidth = _load_trace("bandwidth", cfg.traces.bandwidth)
-    availability = _load_trace("availability", cfg.traces.availability)
-    registry = ClientRegistry(dataset.num_clients, dataset.client_sizes(), len(device), len(bandwidth),
-                              len(availability), cfg.seed)
-    model = build_model(cfg.model, dataset, cfg.seed)
-    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    uplink, downlink = _codecs(cfg, model)
-    down_bytes = model_bytes if downlink is None else downlink.wire_bytes
-    up_bytes = model_bytes if uplink is None else uplink.wire_bytes
-    work = cfg.local_steps * cfg.batch_size
-    compute_scale = _compute_scale(cfg, model, dataset)
-    selector = SELECTORS[cfg.selection.name](
-        cfg.selection, cfg.seed, dataset.client_sizes(),
-        expected_durations(registry, device, bandwidth, down_bytes, work, compute_scale, up_bytes),
-        work)
-    clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector, compute_scale)
-    clock.down_bytes, clock.up_bytes = down_bytes, up_bytes
-    del torch
-    return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
-                 model_bytes, uplink, downlink)
-
-
-def _compute_scale(cfg, model, dataset) -> float:
-    """The virtual clock's factor on the per-sample latency.
-
-    ``traces.compute_scale``, times under ``traces.compute_cost: flops`` the
-    model's cost ratio to the device trace's reference model
-    (:func:`hpcbench.fl.compute_cost.compute_cost_ratio`, on up to 8 test
-    examples; the same on every rank).
-    """
-    if cfg.traces.compute_cost == "trace":
-        return cfg.traces.compute_scale
-    from hpcbench.fl.compute_cost import compute_cost_ratio
-
-    x = dataset.test_set()[0][:8]
-    try:
-        return cfg.traces.compute_scale * compute_cost_ratio(model, x, cfg.traces.device.column)
-    except ValueError as exc:
-        raise InputError(f"traces.compute_cost: {exc}") from None
-
-
-def _codecs(cfg, model):
-    """Uplink and downlink codecs (see :mod:`hpcbench.fl.uplink`), None for an uncompressed direction.
-
-    The caller has the virtual clock charge their ``wire_bytes``. A direction
-    named ``none`` gets no codec: ``UpdateCodec`` with ``none`` is the
-    identity, bit for bit (tested), but costs about 0.25 ms per client update
-    on rank 0, a fifth of a 1,300-participant round.
-    """
-    from hpcbench.fl.uplink import UpdateCodec, model_tensors
-
-    tensors = model_tensors(model)
-    return tuple(UpdateCodec(section, tensors, cfg.seed) if section.enabled else None
-                 for section in (cfg.uplink_compression, cfg.downlink_compression))
 
 
 class FLJob(Job):

@@ -1,4 +1,5 @@
-"""Keep large, short-lived buffers from staying in a process's heap (glibc's ``mallopt``).
+"""Keep large, short-lived buffers from staying in a process's heap (glibc's ``mallopt`` and
+``malloc_trim``).
 
 glibc serves an allocation of at least ``M_MMAP_THRESHOLD`` bytes (128 KiB
 at start) with its own ``mmap``, returned to the system on ``free``. But the
@@ -18,11 +19,21 @@ mapping, returned at ``free``. The same effect as the environment variable
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 
-__all__ = ["fix_mmap_threshold"]
+__all__ = ["fix_mmap_threshold", "trim_heap"]
 
 _M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL | None:
+    """The C library already loaded in this process (no ``ldconfig`` subprocess, as
+    ``ctypes.util.find_library`` would start inside every MPI rank)."""
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
 
 
 def fix_mmap_threshold(nbytes: int = 256 << 10) -> bool:
@@ -46,13 +57,29 @@ def fix_mmap_threshold(nbytes: int = 256 << 10) -> bool:
     """
     if nbytes <= 0:
         raise ValueError(f"nbytes must be positive, got {nbytes}")
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        mallopt = _libc().mallopt
+    except AttributeError:  # no glibc (or no C library handle)
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return bool(mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
+
+
+def trim_heap() -> bool:
+    """Return the free memory at the top of the heap and in free chunks to the system.
+
+    glibc keeps freed memory for reuse: after the first large block is freed
+    its dynamic mmap threshold rises (up to 32 MiB), so later buffers of tens
+    of MB (gradient buckets, a profiled model's activations) come from the
+    heap and stay in the process once freed. ``malloc_trim(0)`` releases them.
+
+    Returns
+    -------
+    bool
+        True if glibc's ``malloc_trim`` was called (False on other C libraries).
+    """
+    try:
+        _libc().malloc_trim(0)
+    except AttributeError:
+        return False
+    return True

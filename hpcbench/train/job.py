@@ -58,7 +58,7 @@ class TrainJob(Job):
     # -- prepare -------------------------------------------------------------------------------------
     def prepare(self) -> None:
         from hpcbench.runtime.dilation import TimeDilation
-        from hpcbench.runtime.memory import trim_heap
+        from hpcbench.runtime.heap import trim_heap
         from hpcbench.runtime.wait import sleep_bcast
         from hpcbench.train.buckets import BucketPlan
         from hpcbench.train.models import MODELS

@@ -9,7 +9,7 @@ drifts of the machine's load fall on every variant alike).
 from __future__ import annotations
 
 from hpcbench.runtime.lifecycle import fault_point
-from hpcbench.runtime.memory import trim_heap
+from hpcbench.runtime.heap import trim_heap
 
 __all__ = ["SyncRun", "variants"]
 
