@@ -47,10 +47,24 @@ def strategy_name(config: dict, by: str) -> str:
     server optimizer ``NAME``); grouped by selection, it is ``fedbuff+NAME``
     with ``NAME`` its selector.
 
+    Parameters
+    ----------
+    config : dict
+        A run's config, as stored in its result file.
+    by : str
+        ``"job"`` or a config section with a ``name`` (``"aggregator"``,
+        ``"selection"``).
+
+    Returns
+    -------
+    str
+        The strategy's name.
+
     Raises
     ------
     ValueError
-        The config has no ``by`` section with a ``name``.
+        The config has no ``by`` section with a ``name`` (with ``by == "job"``:
+        no ``job_name``).
     """
     if by == "job":
         if not config.get("job_name"):

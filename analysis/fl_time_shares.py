@@ -68,12 +68,34 @@ def _label(config: dict) -> str:
 def analyse(path: Path) -> dict:
     """Time shares, bytes and residual staleness of one run (see the module docstring).
 
+    Parameters
+    ----------
+    path : pathlib.Path
+        An hpcbench federated result file (``.h5``) of a synchronous run.
+
+    Returns
+    -------
+    dict
+        ``path`` (pathlib.Path) and ``config`` (dict) of the run; ``seed``
+        (int); ``rta`` (int, rounds to the target accuracy, -1 if not
+        recorded); ``tta_s`` (float, virtual seconds to the target, NaN if not
+        recorded); ``mean_round_s`` (float, mean round duration, virtual
+        seconds); ``compute``, ``download``, ``upload`` (float, shares in
+        [0, 1] of the round-ending client's completion time, averaged over
+        rounds, NaN if no round aggregated a client); ``down_bytes``,
+        ``up_bytes`` (int, wire bytes per aggregated client each way);
+        ``model_bytes`` (int); ``compute_scale`` (float, the clock's compute
+        multiplier); ``gap_rounds`` (float, mean rounds between two
+        aggregations of one client, NaN if no client was aggregated twice).
+
     Raises
     ------
     ValueError
         A missing file, not a synchronous federated result file, or the redrawn times differ
         from the recorded ones (the file was written by another version of
         the clock).
+    OSError, KeyError
+        The file cannot be read or lacks a table or attribute.
     """
     from hpcbench.fl.config import FLConfig
     from hpcbench.fl.setup import prepare

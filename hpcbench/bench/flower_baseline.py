@@ -98,6 +98,26 @@ def build_apps(settings: dict, round_ends: list):
 
     ``round_ends`` receives ``time.time()`` at the end of each round's
     aggregation; ``round_ends[0]`` is the strategy's start.
+
+    Parameters
+    ----------
+    settings : dict
+        ``clients``, ``participants``, ``rounds``, ``local_steps``,
+        ``batch_size`` (int), ``learning_rate`` (float),
+        ``samples_per_client``, ``hidden``, ``seed`` (int).
+    round_ends : list of float
+        Appended to while the simulation runs (Unix seconds); pass an empty
+        list. After ``rounds`` completed rounds it holds ``rounds + 1`` times.
+
+    Returns
+    -------
+    tuple
+        ``(flwr.serverapp.ServerApp, flwr.clientapp.ClientApp)``.
+
+    Raises
+    ------
+    ImportError
+        torch or Flower is not importable.
     """
     import torch
     from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict

@@ -43,6 +43,18 @@ def resolve_python(value: str) -> str | None:
     ``auto``: this interpreter when ``flwr`` and ``ray`` are importable in it,
     else None; ``none``: None; anything else: a Python executable.
 
+    Parameters
+    ----------
+    value : str
+        The ``--flower`` argument: ``"auto"``, ``"none"`` or the path of a
+        Python executable.
+
+    Returns
+    -------
+    str or None
+        Path of the Python executable (``sys.executable`` for ``"auto"``),
+        or None when the comparison is skipped.
+
     Raises
     ------
     InputError
@@ -61,11 +73,34 @@ def resolve_python(value: str) -> str | None:
 def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
     """Flags of :mod:`hpcbench.bench.flower_baseline` giving the task of an hpcbench job's ``config``.
 
+    Parameters
+    ----------
+    config : dict
+        The job's federated config as a plain dict: ``dataset`` (``name``,
+        ``samples_per_client``), ``model`` (``name``, ``hidden``),
+        ``aggregator`` (``name``), ``local_steps``, ``batch_size``,
+        ``learning_rate``, ``seed``, and optionally ``momentum`` and
+        ``decay_factor``.
+    clients : int
+        Registered clients (Flower virtual SuperNodes).
+    participants : int
+        Clients trained and aggregated per round.
+
+    Returns
+    -------
+    list of str
+        Command-line flags (``--clients``, ``--participants``,
+        ``--local-steps``, ``--batch-size``, ``--learning-rate``,
+        ``--samples-per-client``, ``--hidden``, ``--seed`` with their values);
+        ``--rounds`` and ``--json`` are added by :func:`run_flower`.
+
     Raises
     ------
     InputError
         The job is not one Flower's side reproduces (another dataset, model,
-        momentum or server optimizer, or no ``samples_per_client``).
+        momentum, decay factor or server optimizer, or no ``samples_per_client``).
+    KeyError
+        ``config`` lacks one of the required keys.
     """
     ds, model = config["dataset"], config["model"]
     unsupported = {"dataset.name": (ds["name"], "digits"), "model.name": (model["name"], "mlp"),
@@ -105,10 +140,37 @@ def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: 
     ``rounds_s`` (every round), ``memory`` (:class:`TreeMemory`, peak over
     the run), ``flwr``, ``ray``, ``log`` (path of its output).
 
+    Parameters
+    ----------
+    python : str
+        Python executable with ``flwr[simulation]`` (see :func:`resolve_python`).
+    flags : list of str
+        Flags of the task (see :func:`flower_settings`).
+    rounds : int
+        Rounds to run (``--rounds``).
+    warmup : int
+        Leading rounds left out of ``round_s``; must be less than ``rounds``.
+    outdir : pathlib.Path
+        Existing directory; ``flower.json`` and ``flower.log`` are written there.
+    interval_s : float, optional
+        Seconds between memory samples of the process tree.
+    attempts : int, optional
+        Most runs in all when Ray's start-up times out.
+
+    Returns
+    -------
+    dict
+        ``round_s`` : float, seconds; ``rounds_s`` : list of float, seconds,
+        one per round, the first from the strategy's start; ``memory`` :
+        :class:`TreeMemory`, bytes; ``flwr``, ``ray`` : str, versions;
+        ``log`` : str, path of the run's output.
+
     Raises
     ------
     RuntimeError
         The Flower run failed (its output's tail is in the message).
+    statistics.StatisticsError
+        No round after ``warmup`` (``warmup >= rounds``).
     """
     out_json = outdir / "flower.json"
     log = outdir / "flower.log"
@@ -143,7 +205,19 @@ def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: 
 
 
 def ranks_only(mem: TreeMemory) -> tuple[int, int]:
-    """RSS and PSS of an MPI job's tree without its launcher processes (:data:`LAUNCHER_NAMES`)."""
+    """RSS and PSS of an MPI job's tree without its launcher processes (:data:`LAUNCHER_NAMES`).
+
+    Parameters
+    ----------
+    mem : TreeMemory
+        A sample (or peak) of the job's process tree, with ``by_name`` filled.
+
+    Returns
+    -------
+    tuple of int
+        ``(rss_bytes, pss_bytes)`` summed over the processes whose command
+        name is not in :data:`LAUNCHER_NAMES`.
+    """
     rss = sum(v[0] for k, v in mem.by_name.items() if k not in LAUNCHER_NAMES)
     pss = sum(v[1] for k, v in mem.by_name.items() if k not in LAUNCHER_NAMES)
     return rss, pss

@@ -44,7 +44,25 @@ def _children_map() -> dict[int, list[int]]:
 
 
 def descendants(pid: int) -> list[int]:
-    """``pid`` and all its live descendants (depth first), read from ``/proc``."""
+    """``pid`` and all its live descendants (depth first), read from ``/proc``.
+
+    Parameters
+    ----------
+    pid : int
+        Root process id (always listed first, even if it does not exist).
+
+    Returns
+    -------
+    list of int
+        Process ids: ``pid``, then its descendants in depth-first
+        order, from one snapshot of the parent links in ``/proc`` (processes
+        that exit while it is read are left out).
+
+    Raises
+    ------
+    OSError
+        ``/proc`` cannot be listed (not Linux).
+    """
     children = _children_map()
     out, stack = [], [pid]
     while stack:
@@ -92,7 +110,26 @@ class TreeMemory:
 
 
 def tree_memory(pid: int) -> TreeMemory:
-    """RSS and PSS of ``pid`` and every descendant, now (see the module docstring)."""
+    """RSS and PSS of ``pid`` and every descendant, now (see the module docstring).
+
+    Parameters
+    ----------
+    pid : int
+        Root of the process tree (see :func:`descendants`).
+
+    Returns
+    -------
+    TreeMemory
+        Sums in bytes over the processes whose ``smaps_rollup`` could be
+        read (gone, unreadable, zombie processes and kernel threads are
+        skipped), with the per-command-name breakdown in ``by_name``; all
+        zero if none could be read.
+
+    Raises
+    ------
+    OSError
+        ``/proc`` cannot be listed (not Linux).
+    """
     out = TreeMemory()
     for p in descendants(pid):
         got = _rollup(p)

@@ -246,12 +246,37 @@ class Context:
         Cached per ``(dtype, count)`` between calls (:meth:`keep_scratch` gives it
         back), so a blocking allreduce repeated on buffers of one size allocates
         nothing; taking removes it from the cache, so two threads never share one.
+
+        Parameters
+        ----------
+        dtype : numpy.dtype
+            Element type of the array (a ``numpy.dtype`` instance: the cache is
+            keyed by ``dtype.char``).
+        count : int
+            Number of elements.
+
+        Returns
+        -------
+        numpy.ndarray
+            1-D array of shape ``(count,)`` and dtype ``dtype``, owned by the
+            caller until given back. Its contents are undefined (a fresh
+            ``numpy.empty`` or a cached array still holding earlier data).
         """
         tmp = self.fast_scratch.pop((dtype.char, count), None)
         return np.empty(count, dtype=dtype) if tmp is None else tmp
 
     def keep_scratch(self, tmp: np.ndarray) -> None:
-        """Give back an array of :meth:`take_scratch` (kept if at most 1 MiB and 16 cached)."""
+        """Give back an array of :meth:`take_scratch` (kept if at most 1 MiB and 16 cached).
+
+        Parameters
+        ----------
+        tmp : numpy.ndarray
+            1-D array from :meth:`take_scratch`; the caller must not use it
+            afterwards. It is cached under ``(tmp.dtype.char, tmp.size)``,
+            replacing any array cached under that key, if it is at most
+            :data:`FAST_SCRATCH_BYTES` (1 MiB) and fewer than 16 arrays are
+            cached; otherwise it is dropped.
+        """
         if len(self.fast_scratch) < 16 and tmp.nbytes <= FAST_SCRATCH_BYTES:
             self.fast_scratch[(tmp.dtype.char, tmp.size)] = tmp
 

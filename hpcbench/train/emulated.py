@@ -77,7 +77,23 @@ class EmulatedWorker:
                 self._poll()
 
     def step(self, t: int, monitors=()) -> StepRecord:
-        """Replay one step (``monitors`` are not supported: they need real gradients)."""
+        """Replay one step (``monitors`` are not supported: they need real gradients).
+
+        Parameters
+        ----------
+        t : int
+            Step number; a model-averaging synchroniser gets it as the
+            buffer index of ``sync.start``.
+        monitors : sequence, optional
+            Ignored.
+
+        Returns
+        -------
+        StepRecord
+            ``compute_s``, ``comm_span_s``, ``exposed_s`` and ``step_s`` in
+            modelled seconds (the run's clock); ``loss`` and
+            ``local_sq_norm`` stay NaN and ``monitor_s`` 0.
+        """
         p, rec = self.profile, StepRecord()
         t0 = self.clock()
         if self.buckets is None:
