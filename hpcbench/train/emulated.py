@@ -7,7 +7,7 @@ buckets, and sleeps the optimizer time. Model-averaging synchronisers get a
 model-sized buffer at the start of the step instead. The buffers are numpy
 float32 arrays (their content is irrelevant: what is measured is how long the
 real bytes take), and nothing here imports torch, so a rank costs its
-buffers plus the interpreter, numpy and mpi4py: about 120 MB for ResNet-50's
+buffers plus the interpreter, numpy and mpi4py: about 136 MB for ResNet-50's
 102 MB of gradients, against about 300 MB with torch's own private memory.
 
 Times are read on the run's clock (modelled seconds); the fields are those of

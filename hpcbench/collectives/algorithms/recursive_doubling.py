@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+from mpi4py import MPI
+
 from hpcbench.collectives._core import inline_backoff, start_allreduce, wait_inline
 from hpcbench.collectives.algorithms import register, register_cost, register_inline
 from hpcbench.collectives.algorithms.rabenseifner import (fold_cost, fold_in, fold_out, fold_setup,
@@ -96,8 +98,8 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
         while d < n:
             peer = r ^ d
             if direct:
-                rq = c.Irecv(tmp, source=peer, tag=tag)
-                sq = c.Isend(send, dest=peer, tag=tag)
+                rq = c.Irecv([tmp, MPI.BYTE], source=peer, tag=tag)  # as Transport: same type signature
+                sq = c.Isend([send, MPI.BYTE], dest=peer, tag=tag)
                 tr.bytes_sent += send.nbytes
                 tr.messages_sent += 1
                 wait_mpi((rq, sq))

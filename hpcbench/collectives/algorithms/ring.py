@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from mpi4py import MPI
 
 from hpcbench.collectives._core import is_inplace, partition, reducer, run_inline, scratch_view
 from hpcbench.collectives.algorithms import register, register_cost, register_inline
@@ -167,8 +168,8 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds, raw=False):
             rbuf = tmp[:rhi - rlo] if (inplace and k < n - 1) else d
             sbuf = (src if k == 0 else dst)[bounds[sb]:bounds[sb + 1]]
             if raw:
-                rq = c.Irecv(rbuf, left, tag)
-                sq = c.Isend(sbuf, right, tag)
+                rq = c.Irecv([rbuf, MPI.BYTE], left, tag)  # as Transport: the same type signature
+                sq = c.Isend([sbuf, MPI.BYTE], right, tag)
                 tr.bytes_sent += sbuf.nbytes
                 tr.messages_sent += 1
                 yield rq, sq
