@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         tta = f"{row['mean_tta_s'] / 3600:.3f} h ({row['mean_tta_s']:.0f} s)" if row["reached"] else "not reached"
         seeds = ", ".join(f"{seed}: {t:.0f}" if t == t else f"{seed}: -" for seed, t in row["tta_per_run"])
-        print(f"{row['name']:<16} {row['runs']:>4}  {row['reached']:>7}  {tta:>21}  {row['speedup']:>6.2f}x"
+        speedup = f"{row['speedup']:>6.2f}x" if row["speedup"] == row["speedup"] else f"{'-':>7}"
+        print(f"{row['name']:<16} {row['runs']:>4}  {row['reached']:>7}  {tta:>21}  {speedup}"
               f"{'':>{len(baseline) + 6}}{seeds}")
     plot(groups, args.output, args.title or f"Time-to-accuracy by {args.by}")
     print(f"figure: {args.output}")
