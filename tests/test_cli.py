@@ -47,3 +47,15 @@ def test_fl_subcommand_runs_a_job(tmp_path):
     assert out.is_file() and "results:" in proc.stdout
     proc = _hpcbench("fl", "jobs/configs/digits.yaml", "--rounds", "-1", "--output", str(tmp_path / "x.h5"))
     assert proc.returncode == 2 and "rounds" in proc.stderr
+
+
+def test_fl_bench_runs_and_checks_the_flower_task_after_the_first_job():
+    small = ("--np", "1", "--clients", "60", "--participants", "6", "--rounds", "3", "--warmup", "1",
+             "--registry-clients", "0")
+    proc = _hpcbench("fl-bench", *small, "--flower", "none")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "60 registered clients, 6 participants/round" in proc.stdout and "Flower" not in proc.stdout
+    # a job the Flower side would not reproduce: refused by name before any Flower run
+    proc = _hpcbench("fl-bench", *small, "--flower", sys.executable, "--momentum", "0.5")
+    assert proc.returncode == 2 and "momentum" in proc.stderr, proc.stderr[-2000:]
+    assert "running Flower" not in proc.stdout

@@ -159,22 +159,27 @@ class FLScalingJob(Job):
         args = self.cfg
         if self.comm.rank != 0:        # one launcher: started under mpiexec, the others wait
             return 0
-        rows = []
+        from hpcbench.bench.flower_compare import flower_settings, run_flower
+
+        rows, flower_flags = [], None
         with tempfile.TemporaryDirectory(prefix="hpcbench-flbench-") as tmp:
             for step, n in enumerate(args.sizes, start=1):
                 fault_point(step)
                 print(f"running -np {n} ...", flush=True)
                 rows.append(_measure(*_run(n, args.rounds, args.clients, args.participants, Path(tmp),
                                            args.passthrough), args.warmup))
+                if step == 1 and args.flower_python:  # the job's task is known now: can Flower run it?
+                    try:
+                        flower_flags = flower_settings(rows[0]["config"], args.clients, args.participants)
+                    except InputError as exc:
+                        if args.flower != "auto":
+                            raise
+                        print(f"Flower skipped: {exc}", flush=True)
             flower = None
-            if args.flower_python:
-                from hpcbench.bench.flower_compare import flower_settings, run_flower
-
+            if flower_flags is not None:
                 fault_point(len(args.sizes) + 1)
                 print(f"running Flower with {args.flower_python} ...", flush=True)
-                flower = run_flower(args.flower_python, flower_settings(rows[0]["config"], args.clients,
-                                                                        args.participants),
-                                    args.flower_rounds, args.warmup, Path(tmp))
+                flower = run_flower(args.flower_python, flower_flags, args.flower_rounds, args.warmup, Path(tmp))
         base = rows[0]["round_s"]
         print(f"\n{args.clients} registered clients, {args.participants} participants/round, "
               f"{args.rounds} rounds ({args.warmup} warm-up), {os.cpu_count()} cores")
