@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _train_results import figure_arguments, load_runs, summary_rows  # noqa: E402
+from plot_tta import save_figure  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_title("online monitors at interval 1 against none (interleaved; label: overhead)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.output, dpi=110)
+    save_figure(fig, args.output)
     print(f"wrote {args.output}")
     return 0
 

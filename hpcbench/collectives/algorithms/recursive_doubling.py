@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import math
 
-from mpi4py import MPI
-
 from hpcbench.collectives._core import inline_backoff, start_allreduce, wait_inline
 from hpcbench.collectives.algorithms import register, register_cost, register_inline
 from hpcbench.collectives.algorithms.rabenseifner import (fold_cost, fold_in, fold_out, fold_setup,
@@ -88,7 +86,7 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
         if dst is not src:
             dst[...] = src
         return True
-    c, r = tr.comm, tr.rank
+    r = tr.rank
     tmp = ctx.take_scratch(src.dtype, src.size)
     direct = type(tr) is Transport
     bo = None if direct else inline_backoff()
@@ -98,11 +96,7 @@ def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
         while d < n:
             peer = r ^ d
             if direct:
-                rq = c.Irecv([tmp, MPI.BYTE], source=peer, tag=tag)  # as Transport: same type signature
-                sq = c.Isend([send, MPI.BYTE], dest=peer, tag=tag)
-                tr.bytes_sent += send.nbytes
-                tr.messages_sent += 1
-                wait_mpi((rq, sq))
+                wait_mpi(tr.exchange_raw(send, peer, tmp, peer, tag))
             else:
                 rq = tr.irecv(tmp, peer, tag)
                 sq = tr.isend(send, peer, tag)

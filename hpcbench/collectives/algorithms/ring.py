@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from mpi4py import MPI
 
 from hpcbench.collectives._core import is_inplace, partition, reducer, run_inline, scratch_view
 from hpcbench.collectives.algorithms import register, register_cost, register_inline
@@ -155,7 +154,6 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds, raw=False):
         :func:`~hpcbench.collectives._core.run_inline` and the progress engine).
     """
     n, r = tr.size, tr.rank
-    c = tr.comm
     right, left = (r + 1) % n, (r - 1) % n
     inplace = src is dst or is_inplace(src, dst)
     tmp = ctx.take_scratch(dst.dtype, max(bounds[i + 1] - bounds[i] for i in range(n))) \
@@ -168,11 +166,7 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds, raw=False):
             rbuf = tmp[:rhi - rlo] if (inplace and k < n - 1) else d
             sbuf = (src if k == 0 else dst)[bounds[sb]:bounds[sb + 1]]
             if raw:
-                rq = c.Irecv([rbuf, MPI.BYTE], left, tag)  # as Transport: the same type signature
-                sq = c.Isend([sbuf, MPI.BYTE], right, tag)
-                tr.bytes_sent += sbuf.nbytes
-                tr.messages_sent += 1
-                yield rq, sq
+                yield tr.exchange_raw(sbuf, right, rbuf, left, tag)
             else:
                 rq = tr.irecv(rbuf, left, tag)
                 sq = tr.isend(sbuf, right, tag)
