@@ -71,6 +71,25 @@ def test_emulated_dilated_run_feeds_the_figure_script(tmp_path):
     assert fig.returncode == 2 and "interleaved" in fig.stderr       # no monitor variants in this file
 
 
+@pytest.mark.mpi
+def test_emulated_priority_schedule_runs_and_meets_its_prediction(tmp_path):
+    """``schedule: priority`` over a modelled link: the order in the header and the summary, each bucket's
+    forward need time in the buckets table, and the measured efficiency beside the alpha-beta prediction."""
+    out = tmp_path / "p.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.train", *QUICK, "--model", "digits_cnn", "--batch_size", "16",
+                       "--compute", "emulated", "--compute_time_s", "0.03", "--time_dilation", "4",
+                       "--link.kind", "model", "--link.bandwidth", "100Mbit", "--sync", "[ring, rabenseifner]",
+                       "--bucket_mb", "0.001", "--schedule", "priority", "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "schedule priority" in proc.stdout and "[priority schedule, bucket order " in proc.stdout
+    assert read_attrs(out)["schedule"] == "priority"
+    b = read_table(out, "buckets")
+    assert len(b["bytes"]) >= 3 and np.all(np.diff(b["need_s"]) <= 0)     # bucket 0 holds the last layers
+    s = read_table(out, "summary")
+    assert all(str(x).startswith("priority ") for x in s["schedule"])
+    assert np.all(np.abs(s["efficiency"] - s["predicted_efficiency"]) < 0.1), s
+
+
 @pytest.mark.parametrize("n,args,needle", [
     (2, ["--sync", "[ring, warp]"], "warp"),
     (1, ["--time_dilation", "4"], "time_dilation"),
@@ -93,6 +112,9 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"compressor": "zip"}, "zip"),
     ({"model": "resnet1000"}, "resnet1000"),
     ({"sync": "[]"}, "at least one"),
+    ({"schedule": "priority", "sync": "[ring, mpi]"}, "sync 'mpi' has none"),
+    ({"schedule": "priority", "overlap": "false"}, "needs overlap: true"),
+    ({"schedule": "lifo"}, "schedule"),
 ])
 def test_config_errors_name_the_key_and_value(monkeypatch, overrides, needle):
     from hpcbench import monitors

@@ -72,3 +72,39 @@ def test_horovod_that_cannot_be_imported_is_unavailable_with_its_reason(monkeypa
     monkeypatch.setitem(sys.modules, "horovod.torch", None)        # what an absent wheel looks like
     with pytest.raises(Unavailable, match="import horovod.torch failed.*build_horovod"):
         get("horovod")(None)
+
+
+def test_priority_order_sends_the_earliest_needed_ready_bucket_first():
+    from hpcbench.train.priority import priority_order
+
+    # link frees at 2.5 with buckets 1 and 2 ready: 2 (needed first) goes before 1
+    assert priority_order([0, 1, 2], [2.5, 1, 1], [2, 1, 0]).tolist() == [0, 2, 1]
+    # a bucket never starts before it is ready: with a free link, readiness decides
+    assert priority_order([0, 1, 2], [0.5, 0.5, 0.5], [2, 1, 0]).tolist() == [0, 1, 2]
+    # ties in need go to the lower index
+    assert priority_order([0, 0, 0], [1, 1, 1], [1, 0, 0]).tolist() == [1, 2, 0]
+    with pytest.raises(ValueError, match="lengths"):
+        priority_order([0, 1], [1], [0, 1])
+
+
+def test_priority_prediction_by_hand():
+    """Two buckets: bucket 0 (last layers, 3 elements) ready at 0.1 s of backward and needed at 0.08 s of
+    forward; bucket 1 (first layers, 1 element) ready at 0.2 (end of backward), needed at 0. Each takes 0.05 s."""
+    from hpcbench.train.priority import forward_with_waits, predict_priority_step
+
+    prof = ComputeProfile(0.1, 0.2, 0.04, np.zeros(0), ())
+    step, eff, comm = predict_priority_step(prof, [3, 1], [0.1, 0.2], [0.08, 0.0], [0.05, 0.05])
+    # link: bucket 0 on 0.1-0.15, bucket 1 on 0.2-0.25. Next forward from 0.2: waits for bucket 1 till 0.25,
+    # updates it (0.01), computes 0.08 (bucket 0 long done), updates bucket 0 (0.03), computes the last 0.02
+    assert step == pytest.approx(0.25 + 0.01 + 0.08 + 0.03 + 0.02)
+    assert eff == pytest.approx(0.34 / step) and comm == pytest.approx(0.1)
+    assert forward_with_waits(0.0, [0.0, 0.0], [0.08, 0.0], [0.0, 0.0], 0.1) == pytest.approx(0.1)
+    # through predict_step: the FIFO barrier waits for both buckets, then the optimizer; priority waits for
+    # the small first-layer bucket only
+    a, b = 1e-5, 8e-10
+    t = [predict_allreduce("ring", n, 8, a, b) for n in (4e7, 4e6)]
+    fifo = predict_step(prof, [4e7, 4e6], [0.1, 0.2], "ring", 8, a, b)[0]
+    prio = predict_step(prof, [4e7, 4e6], [0.1, 0.2], "ring", 8, a, b, schedule="priority",
+                        bucket_need_s=[0.08, 0.0])[0]
+    assert fifo == pytest.approx(0.2 + t[1] + 0.04 + 0.1)
+    assert prio == pytest.approx(0.2 + t[1] + 0.04 / 11 + 0.08 + 0.04 * 10 / 11 + 0.02)

@@ -44,7 +44,7 @@ from mpi4py import MPI
 from hpcbench.collectives._core import inline_backoff, next_poll
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["Request", "progress_mode", "DORMANT_S"]
+__all__ = ["Request", "progress_mode", "wake", "DORMANT_S"]
 
 #: longest the progress thread stays asleep while every request it holds is driven by a
 #: caller in ``wait()`` (it wakes at once for a new submission), in seconds
@@ -138,6 +138,37 @@ class Request:
         if self._exc is not None:
             raise self._exc
         return self.result
+
+    def wait_until(self, ready) -> None:
+        """Drive and wait as :meth:`wait`, but return once ``ready()`` is true (or the request is done).
+
+        For composite operations that complete in parts
+        (:class:`hpcbench.collectives.ordered.OrderedAllreduce`): the caller
+        waits for one part while the rest stays with the progress thread.
+
+        Parameters
+        ----------
+        ready : callable
+            ``ready() -> bool``, cheap (called after every advance).
+
+        Raises
+        ------
+        Exception
+            Whatever the operation raised while it progressed.
+        """
+        if not (self._done or ready()):
+            bo = None
+            with self._lock:
+                while not (self._done or ready()):
+                    if self._advance():
+                        if bo is not None:
+                            bo.reset()
+                    elif not ready():
+                        if bo is None:
+                            bo = inline_backoff()
+                        bo.pause()
+        if self._exc is not None:
+            raise self._exc
 
     def _try_advance(self) -> bool:
         """Advance unless another thread is advancing this request; True if anything moved.
@@ -238,6 +269,13 @@ class _Engine:
                         with self._cv:
                             if not self._new:
                                 self._cv.wait(min(delay, 0.05))
+
+
+def wake() -> None:
+    """Wake the progress thread now (something it waits on without a known time, like
+    :meth:`hpcbench.collectives.ordered.OrderedAllreduce.mark_ready`, has happened)."""
+    with _ENGINE._cv:
+        _ENGINE._cv.notify()
 
 
 def _earliest_wake(active: list[Request]) -> float | None:

@@ -103,6 +103,8 @@ class Synchroniser(ABC):
     cost_model: ClassVar[str | None] = None
     #: whether the bytes go through ``transport`` (so a modelled link applies to them)
     uses_transport: ClassVar[bool] = True
+    #: whether :meth:`start_ordered` is available (``schedule: priority``)
+    schedulable: ClassVar[bool] = False
 
     def __init__(self, comm, transport=None, options: SyncOptions = SyncOptions()) -> None:
         self.comm = comm
@@ -125,6 +127,28 @@ class Synchroniser(ABC):
     def wait(self, handle: Any) -> None:
         """Complete the operation, sleeping; ``flat`` then holds the mean over workers
         (``"gradients"``) or what :meth:`mix` needs (``"models"``)."""
+
+    def start_ordered(self, flats, order, clock):
+        """Reduce every bucket of a step in the fixed ``order``, each once marked ready (``schedulable`` only).
+
+        Parameters
+        ----------
+        flats : sequence of 1-D float32 tensors or numpy arrays
+            The step's buckets.
+        order : sequence of int
+            Start order, the same on every rank
+            (:func:`hpcbench.train.priority.priority_order`).
+        clock : callable
+            ``clock() -> float`` seconds for the start and completion times.
+
+        Returns
+        -------
+        hpcbench.collectives.ordered.OrderedAllreduce
+            ``mark_ready(i)``, ``done(i)``, ``wait_one(i)``, ``wait()``,
+            ``started_at``, ``completed_at``; buckets hold the mean over workers
+            once done.
+        """
+        raise NotImplementedError(f"{self.name}: no ordered start (schedule: priority)")
 
     # -- "models" ------------------------------------------------------------------------------
     def mix(self, params: torch.Tensor, communicated: torch.Tensor, step: int) -> None:

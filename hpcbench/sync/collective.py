@@ -2,7 +2,9 @@
 
 Each gradient bucket is reduced by :func:`hpcbench.collectives.iallreduce`
 with ``op="avg"`` and the named algorithm, progressed by the collectives'
-background thread while backward goes on. The classes are made from the
+background thread while backward goes on; under ``schedule: priority`` a
+step's buckets go out one at a time in a fixed priority order
+(:class:`hpcbench.collectives.ordered.OrderedAllreduce`). The classes are made from the
 algorithm registry (:func:`for_algorithm`), so a newly registered algorithm
 is a synchroniser without any line here.
 """
@@ -24,6 +26,13 @@ class CollectiveSync(Synchroniser):
     """
 
     algorithm = "auto"
+    schedulable = True
+
+    def start_ordered(self, flats, order, clock):
+        from hpcbench.collectives.ordered import OrderedAllreduce
+
+        kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}
+        return OrderedAllreduce(flats, order, op="avg", algorithm=self.algorithm, name="grad", clock=clock, **kw)
 
     def start(self, flat, index):
         kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}

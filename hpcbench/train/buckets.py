@@ -112,11 +112,19 @@ class GradientBuckets:
     overlap : bool
         Start each bucket as soon as it is complete (False: all of them in
         :meth:`finish`, after backward).
+    order : sequence of int, optional
+        ``schedule: priority``: the step's buckets are reduced one at a time in
+        this order (:meth:`hpcbench.sync.Synchroniser.start_ordered`), each
+        once complete; the caller waits for single buckets with
+        :meth:`wait_bucket` (:mod:`hpcbench.train.priority`). None: FIFO, as
+        DDP.
     """
 
     def __init__(self, plan: BucketPlan, sync, clock: Callable[[], float], fill: float | None = None,
-                 overlap: bool = True) -> None:
+                 overlap: bool = True, order: Sequence[int] | None = None) -> None:
         self.plan, self.sync, self.clock, self.overlap = plan, sync, clock, overlap
+        self.order = None if order is None else [int(i) for i in order]
+        self._ordered = None
         if fill is None:
             import torch
 
@@ -146,6 +154,9 @@ class GradientBuckets:
         self.local = [None] * len(self.flats)
         self.local_sq_norm = 0.0
         self.times = BucketTimes(len(self.flats))
+        if self.order is not None:
+            self._ordered = self.sync.start_ordered(self.flats, self.order, self.clock)
+            self.times.started, self.times.completed = self._ordered.started_at, self._ordered.completed_at
 
     def add_grad(self, index: int, grad: torch.Tensor) -> None:
         """Copy parameter ``index``'s gradient into its bucket; start every bucket that is now complete."""
@@ -174,13 +185,27 @@ class GradientBuckets:
                 self.local_sq_norm += sq_norm(flat)
             if self.keep_local:
                 self.local[b] = flat.clone()
-            self.times.started[b] = self.clock()
-            self._handles.append(self.sync.start(flat, b))
-            self._open.append(b)
+            if self._ordered is not None:
+                self._ordered.mark_ready(b)     # it goes on the wire when its turn in the order comes
+            else:
+                self.times.started[b] = self.clock()
+                self._handles.append(self.sync.start(flat, b))
+                self._open.append(b)
             self._next += 1
+
+    def wait_bucket(self, b: int) -> None:
+        """``schedule: priority``: sleep until bucket ``b`` of the last step is reduced (after :meth:`close_step`)."""
+        self._ordered.wait_one(b)
+
+    def close_step(self) -> None:
+        """``schedule: priority``: after backward, release what backward left (as :meth:`finish`) without waiting."""
+        self._zero_missing()
+        self._start_ready()
 
     def poll(self) -> None:
         """Advance the started buckets (never blocks); note when each completes."""
+        if self._ordered is not None:
+            return          # the progress thread moves and timestamps them
         still = []
         for b in self._open:
             if self.sync.test(self._handles[b]):
@@ -189,8 +214,8 @@ class GradientBuckets:
                 still.append(b)
         self._open = still
 
-    def finish(self) -> None:
-        """Start what backward left (a parameter without gradient counts as zero) and wait for every bucket."""
+    def _zero_missing(self) -> None:
+        """A parameter backward gave no gradient counts as zero; its bucket is then complete."""
         for b, missing in enumerate(self._missing):
             if missing:
                 for i in self.plan.buckets[b]:
@@ -198,7 +223,14 @@ class GradientBuckets:
                         _, off = self.plan.where[i]
                         self.flats[b][off:off + self.plan.numels[i]].zero_()
                 self._missing[b] = 0
+
+    def finish(self) -> None:
+        """Start what backward left (a parameter without gradient counts as zero) and wait for every bucket."""
+        self._zero_missing()
         self._start_ready()
+        if self._ordered is not None:
+            self._ordered.wait()
+            return
         for b in range(len(self.flats)):
             self.sync.wait(self._handles[b])
             if np.isnan(self.times.completed[b]):

@@ -69,6 +69,10 @@ class TrainConfig(Strict):
                                                      "so that drifts of the machine's load fall on all alike")
     bucket_mb: float = Field(25.0, gt=0.0, description="gradient bucket size in MiB (DDP's default 25)")
     overlap: bool = Field(True, description="start each bucket during backward (false: after backward)")
+    schedule: Literal["fifo", "priority"] = Field(
+        "fifo", description="fifo: buckets reduced as backward completes them, all before the optimizer step "
+                            "(DDP); priority: one at a time, the bucket the next forward needs first, each "
+                            "bucket's update just before its first use (ByteScheduler, P3)")
     algorithm: str = Field("auto", description="allreduce algorithm of sma")
     compressor: str = Field("none", description="compressor of the compressed synchroniser")
     compress_ratio: float = Field(0.01, gt=0.0, le=1.0)
@@ -142,6 +146,13 @@ class TrainConfig(Strict):
             bad = [s for s in self.sync if not get(s).emulates]
             if bad:
                 raise ValueError(f"sync: {bad[0]!r} needs compute: real (it runs the real model)")
+        if self.schedule == "priority":
+            if not self.overlap:
+                raise ValueError("schedule: 'priority' needs overlap: true (buckets start during backward)")
+            bad = [s for s in self.sync if not get(s).schedulable]
+            if bad:
+                raise ValueError(f"schedule: 'priority' needs synchronisers with an ordered start (hpcbench's "
+                                 f"allreduce algorithms); sync {bad[0]!r} has none")
         if self.monitors:
             bad = [s for s in self.sync if get(s).averages == "models"]
             if bad:

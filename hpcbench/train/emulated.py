@@ -10,6 +10,12 @@ real bytes take), and nothing here imports torch, so a rank costs its
 buffers plus the interpreter, numpy and mpi4py: about 136 MB for ResNet-50's
 102 MB of gradients, against about 300 MB with torch's own private memory.
 
+Under ``schedule: priority`` (:mod:`hpcbench.train.priority`) the forward
+is replayed in pieces: before the piece that first uses a bucket's
+parameters it waits for that bucket of the previous step and sleeps its share
+of the optimizer time; backward releases the buckets to an ordered allreduce
+and the step ends with backward, without waiting.
+
 Times are read on the run's clock (modelled seconds); the fields are those of
 :class:`hpcbench.train.steprecord.StepRecord`.
 """
@@ -43,23 +49,40 @@ class EmulatedWorker:
     overlap : bool
         Start each bucket when the profiled backward completes it (False: all after backward).
     dilation : hpcbench.runtime.dilation.TimeDilation
+    order : sequence of int, optional
+        ``schedule: priority``: the buckets' start order
+        (:func:`hpcbench.train.priority.priority_order`); None: FIFO.
     """
 
     model = None
 
-    def __init__(self, sync, profile, bucket_bytes: int, overlap: bool, dilation) -> None:
+    def __init__(self, sync, profile, bucket_bytes: int, overlap: bool, dilation, order=None) -> None:
         self.sync, self.profile = sync, profile
         self.dilation, self.clock = dilation, dilation.now
         self.plan = BucketPlan(profile.numels, bucket_bytes)
         self.buckets = None
+        self.order = order if sync.averages == "gradients" else None
         if sync.averages == "gradients":
-            self.buckets = GradientBuckets(self.plan, sync, self.clock, fill=1.0, overlap=overlap)
+            self.buckets = GradientBuckets(self.plan, sync, self.clock, fill=1.0, overlap=overlap, order=self.order)
         else:
             self.model_buffer = np.zeros(int(sum(profile.numels)), dtype=np.float32)
         self._handle, self._done = None, math.nan
+        if self.order is not None:
+            from hpcbench.train.priority import bucket_need_times
+
+            self.need = bucket_need_times(self.plan, profile.need_times())
+            self.update_s = profile.optimizer_s * self.plan.numel / max(int(self.plan.numel.sum()), 1)
+            self._pending = False
 
     def close(self) -> None:
-        """Nothing to remove (no hooks); the synchroniser is closed by its owner."""
+        """Nothing to remove (no hooks); the synchroniser is closed by its owner. What the last step left in
+        flight is not waited for (after a failure it may never complete): :meth:`flush` first on a normal end."""
+
+    def flush(self) -> None:
+        """``schedule: priority``: wait for the last step's buckets (their updates are the next forward's)."""
+        if self.order is not None and self._pending:
+            self.buckets._ordered.wait()
+            self._pending = False
 
     def _poll(self) -> None:
         if self.buckets is not None:
@@ -94,6 +117,8 @@ class EmulatedWorker:
             modelled seconds (the run's clock); ``loss`` and
             ``local_sq_norm`` stay NaN and ``monitor_s`` 0.
         """
+        if self.order is not None:
+            return self._priority_step()
         p, rec = self.profile, StepRecord()
         t0 = self.clock()
         if self.buckets is None:
@@ -121,4 +146,37 @@ class EmulatedWorker:
         self._sleep_until(t2 + p.optimizer_s, False)
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
+        return rec
+
+    def _priority_step(self) -> StepRecord:
+        """Forward in pieces (waiting for, and updating, each bucket of the last step before its first use),
+        then backward releasing this step's buckets in their order; ``exposed_s`` is the forward's waiting."""
+        p, rec, b = self.profile, StepRecord(), self.buckets
+        t0 = self.clock()
+        cursor, computed, waited = t0, 0.0, 0.0
+        for j in np.argsort(self.need, kind="stable"):
+            cursor += max(self.need[j] - computed, 0.0)
+            computed = max(computed, self.need[j])
+            self._sleep_until(cursor, False)
+            if self._pending:
+                tw = self.clock()
+                b.wait_bucket(j)
+                cursor = self.clock()
+                waited += cursor - tw
+                cursor += self.update_s[j]
+                self._sleep_until(cursor, False)
+        rec.comm_span_s = b.times.span() if self._pending else 0.0     # the last step's reductions
+        self._pending = False
+        cursor += max(p.forward_s - computed, 0.0)
+        self._sleep_until(cursor, False)
+        b.begin(want_norm=False)
+        tb = self.clock()
+        for i, r in enumerate(self.plan.ready_times(p.param_ready_s)):
+            self._sleep_until(tb + r, False)
+            b.mark_ready(i)
+        self._sleep_until(tb + p.backward_s, False)
+        b.close_step()
+        self._pending = True
+        rec.step_s = self.clock() - t0
+        rec.exposed_s, rec.compute_s = waited, rec.step_s - waited
         return rec

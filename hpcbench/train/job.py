@@ -93,6 +93,33 @@ class TrainJob(Job):
         self.profile = prof
         self.plan = BucketPlan(prof.numels, self.bucket_bytes)
 
+    #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
+    #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order
+    NOMINAL_ALPHA_S, NOMINAL_BITS_PER_S = 5e-6, 10e9
+
+    def bucket_need_s(self):
+        """When the forward first needs each bucket (seconds from its start), from the profile."""
+        from hpcbench.train.priority import bucket_need_times
+
+        return bucket_need_times(self.plan, self.profile.need_times())
+
+    def bucket_order(self, sync):
+        """``schedule: priority``: synchroniser ``sync``'s bucket start order (the same on every rank, from the
+        broadcast profile and the algorithm's cost model over the link); None under FIFO or for a synchroniser
+        that does not average gradients."""
+        if self.cfg.schedule != "priority" or sync.averages != "gradients":
+            return None
+        from hpcbench.collectives.cost import link_beta
+        from hpcbench.train.predict import message_time
+        from hpcbench.train.priority import priority_order
+
+        alpha, beta = self.alpha, self.beta
+        if not (math.isfinite(alpha) and math.isfinite(beta)):
+            alpha, beta = self.NOMINAL_ALPHA_S, link_beta(self.NOMINAL_BITS_PER_S)
+        cost = [message_time(sync.cost_model or "ring", int(nb), self.comm.size, alpha, beta)
+                for nb in self.plan.nbytes]
+        return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s())
+
     @property
     def bucket_bytes(self) -> int:
         """Bucket capacity in bytes (``bucket_mb`` MiB, as DDP's ``bucket_cap_mb``)."""
@@ -148,7 +175,8 @@ class TrainJob(Job):
                     parameters=int(sum(prof.numels)), gradient_bytes=int(4 * sum(prof.numels)),
                     buckets=len(self.plan.buckets), bucket_bytes=self.bucket_bytes,
                     compute_time_source=prof.source, forward_s=prof.forward_s, backward_s=prof.backward_s,
-                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync), overlap=cfg.overlap)
+                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync), overlap=cfg.overlap,
+                    schedule=cfg.schedule)
 
     def _header(self) -> str:
         cfg, prof, p = self.cfg, self.profile, self.comm.size
@@ -161,7 +189,7 @@ class TrainJob(Job):
                 f"compute {cfg.compute} ({prof.source}: forward {prof.forward_s * 1e3:.1f} ms, backward "
                 f"{prof.backward_s * 1e3:.1f} ms, optimizer {prof.optimizer_s * 1e3:.1f} ms per step), time "
                 f"dilation {cfg.time_dilation:g}, link {self._link_text()}, overlap "
-                f"{'on' if cfg.overlap else 'off'}")
+                f"{'on' if cfg.overlap else 'off'}, schedule {cfg.schedule}")
 
     # -- run -----------------------------------------------------------------------------------------
     def run(self, results) -> int:
@@ -177,7 +205,8 @@ class TrainJob(Job):
             tables["buckets"].append(dict(
                 bucket=list(range(len(self.plan.buckets))), bytes=[int(b) for b in self.plan.nbytes],
                 params=[len(b) for b in self.plan.buckets],
-                ready_s=list(self.plan.ready_times(self.profile.param_ready_s))))
+                ready_s=list(self.plan.ready_times(self.profile.param_ready_s)),
+                need_s=list(self.bucket_need_s())))
             report = Report(self, tables, monitor_columns)
             print(self._header())
             sys.stdout.flush()

@@ -45,6 +45,7 @@ class SyncRun:
 
             self.monitors = [build_monitor(m, interval=cfg.monitor_interval) for m in cfg.monitors]
         self.variants = variants(self.monitors, cfg.interleave_monitors)
+        self.order = job.bucket_order(sync)     # None: FIFO
 
     def _build_worker(self):
         """This synchroniser's replica: the real model, or the emulated timeline on numpy buffers (no torch
@@ -55,10 +56,10 @@ class SyncRun:
             from hpcbench.train.worker import Worker
 
             return Worker(build_model(cfg.model, cfg.seed), sync, job.profile, job.data, cfg.batch_size,
-                          cfg.lr, job.bucket_bytes, cfg.overlap, job.dilation)
+                          cfg.lr, job.bucket_bytes, cfg.overlap, job.dilation, self.order)
         from hpcbench.train.emulated import EmulatedWorker
 
-        return EmulatedWorker(sync, job.profile, job.bucket_bytes, cfg.overlap, job.dilation)
+        return EmulatedWorker(sync, job.profile, job.bucket_bytes, cfg.overlap, job.dilation, self.order)
 
     def total_steps(self) -> int:
         """Warm-up plus measured steps."""
@@ -87,10 +88,14 @@ class SyncRun:
             if self.report is not None:
                 self.report.step(self.name, vname, it, t, gathered, rec.monitor_values)
                 if it >= 0 and last:
-                    acc = job.data.accuracy(self.worker.model) if self.worker.model is not None else float("nan")
+                    acc = float("nan")
+                    if self.worker.model is not None:
+                        self.worker.flush()     # rank 0 only: the others' progress threads (or next forward) join it
+                        acc = job.data.accuracy(self.worker.model)
                     self.report.iteration(self.name, vname, it, acc)
             if last:
                 yield it
+        self.worker.flush()
         if self.report is not None:
             self.report.finish_sync(self.name, self.sync, [v for v, _ in self.variants])
         self.worker.close()

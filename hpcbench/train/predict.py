@@ -13,6 +13,9 @@ optimizer runs once backward and the last bucket are done:
 (``b`` backward, ``o`` optimizer time). Model averaging starts at the step's
 start with the whole model: ``step = max(f + b, T_model) + o``.
 
+Under ``schedule: priority`` the step is that of
+:func:`hpcbench.train.priority.predict_priority_step` instead.
+
 Serialising whole buckets is exact for algorithms that keep every rank's
 outgoing link busy through the operation (ring, Rabenseifner). It is
 pessimistic for those that leave links idle in some phases (``star``,
@@ -46,7 +49,8 @@ def message_time(cost_model: str, nbytes: int, p: int, alpha_s: float, beta_s_pe
 
 
 def predict_step(profile, bucket_bytes, bucket_ready_s, cost_model: str | None, p: int, alpha_s: float,
-                 beta_s_per_byte: float, averages: str = "gradients") -> tuple[float, float, float]:
+                 beta_s_per_byte: float, averages: str = "gradients", schedule: str = "fifo",
+                 bucket_need_s=None) -> tuple[float, float, float]:
     """Predicted step time, efficiency (compute / step) and communication time per step.
 
     Parameters
@@ -61,6 +65,11 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, cost_model: str | None, 
     alpha_s, beta_s_per_byte : float
         Link latency (s) and inverse bandwidth (s/B); NaN gives ``(nan, nan)``.
     averages : {"gradients", "models"}
+    schedule : {"fifo", "priority"}
+        ``"priority"``: :func:`hpcbench.train.priority.predict_priority_step`
+        (gradients only), which needs ``bucket_need_s``.
+    bucket_need_s : array_like, shape (n_buckets,), optional
+        When the next forward first needs each bucket (seconds from its start).
 
     Returns
     -------
@@ -72,6 +81,11 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, cost_model: str | None, 
     if cost_model is None or not (math.isfinite(alpha_s) and math.isfinite(beta_s_per_byte)):
         return math.nan, math.nan, math.nan
     f, b, o = profile.forward_s, profile.backward_s, profile.optimizer_s
+    if schedule == "priority" and averages == "gradients":
+        from hpcbench.train.priority import predict_priority_step
+
+        cost = [message_time(cost_model, int(nb), p, alpha_s, beta_s_per_byte) for nb in bucket_bytes]
+        return predict_priority_step(profile, np.asarray(bucket_bytes) / 4, bucket_ready_s, bucket_need_s, cost)
     if averages == "models":
         comm = comm_end = message_time(cost_model, int(np.sum(bucket_bytes)), p, alpha_s, beta_s_per_byte)
     else:

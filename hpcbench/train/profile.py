@@ -1,15 +1,18 @@
-"""Profile one worker's compute once: forward, backward and optimizer time, and when each gradient is ready.
+"""Profile one worker's compute once: forward, backward and optimizer time, when each gradient is ready,
+and when forward first needs each parameter.
 
 The emulated mode (``compute: emulated``) replays this profile instead of
 running the model: it waits the forward time, then releases each gradient
 bucket at the moment backward would have produced it, then waits the rest of
-backward and the optimizer step.
+backward and the optimizer step. Under ``schedule: priority`` the forward is
+replayed in pieces, each starting when the next bucket's parameters are
+first needed (:attr:`ComputeProfile.param_need_s`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,6 +38,11 @@ class ComputeProfile:
         Elements of each parameter (registration order).
     source : str
         ``"measured"`` or ``"given"`` (scaled to a configured compute time).
+    param_need_s : numpy.ndarray of float64, shape (n_params,), optional
+        When forward first uses each parameter, from the start of forward
+        (the forward pre-hook of the module that owns it); empty when not
+        profiled (older result files), in which case
+        :meth:`need_times` assumes registration order at even spacing.
     """
 
     forward_s: float
@@ -43,6 +51,14 @@ class ComputeProfile:
     param_ready_s: np.ndarray
     numels: tuple
     source: str = "measured"
+    param_need_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def need_times(self) -> np.ndarray:
+        """:attr:`param_need_s`, or (not profiled) ``forward_s * i / n`` for parameter ``i`` of ``n``."""
+        n = len(self.numels)
+        if len(self.param_need_s) == n:
+            return np.asarray(self.param_need_s, dtype=np.float64)
+        return self.forward_s * np.arange(n, dtype=np.float64) / max(n, 1)
 
     @property
     def compute_s(self) -> float:
@@ -53,7 +69,7 @@ class ComputeProfile:
         """The same shares and gradient timeline, stretched to a step of ``compute_s`` seconds."""
         k = compute_s / self.compute_s
         return ComputeProfile(self.forward_s * k, self.backward_s * k, self.optimizer_s * k,
-                              self.param_ready_s * k, self.numels, "given")
+                              self.param_ready_s * k, self.numels, "given", self.param_need_s * k)
 
 
 def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.01) -> ComputeProfile:
@@ -72,20 +88,38 @@ def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.
     Returns
     -------
     ComputeProfile
+        With ``param_need_s`` from forward pre-hooks on every module that
+        owns parameters (a parameter never used in forward gets ``forward_s``).
     """
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
     ready = np.zeros(len(params))
-    t_bwd = [0.0]
+    need = np.full(len(params), np.nan)
+    t_bwd, t_fwd = [0.0], [0.0]
     hooks = [p.register_post_accumulate_grad_hook(
         lambda p, i=i: ready.__setitem__(i, time.perf_counter() - t_bwd[0])) for i, p in enumerate(params)]
+    index = {id(p): i for i, p in enumerate(params)}
+
+    def first_use(ids):
+        def hook(module, args):
+            now = time.perf_counter() - t_fwd[0]
+            for i in ids:
+                if need[i] != need[i]:
+                    need[i] = now
+        return hook
+
+    for mod in model.modules():
+        ids = [index[id(p)] for p in mod.parameters(recurse=False) if id(p) in index]
+        if ids:
+            hooks.append(mod.register_forward_pre_hook(first_use(ids)))
     opt = torch.optim.SGD(params, lr=lr)
-    rows, readies = [], []
+    rows, readies, needs = [], [], []
     try:
         for s in range(steps + 1):
             x, y = data.batch(s)
-            t0 = time.perf_counter()
+            need[:] = np.nan
+            t0 = t_fwd[0] = time.perf_counter()
             loss = torch.nn.functional.cross_entropy(model(x), y)
             t_bwd[0] = time.perf_counter()
             loss.backward()
@@ -96,9 +130,10 @@ def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.
             if s:
                 rows.append((t_bwd[0] - t0, t2 - t_bwd[0], t3 - t2))
                 readies.append(ready.copy())
+                needs.append(np.where(np.isnan(need), t_bwd[0] - t0, need))
     finally:
         for h in hooks:
             h.remove()
     f, b, o = np.median(np.array(rows), axis=0)
     return ComputeProfile(float(f), float(b), float(o), np.median(np.array(readies), axis=0),
-                          tuple(p.numel() for p in params))
+                          tuple(p.numel() for p in params), "measured", np.median(np.array(needs), axis=0))

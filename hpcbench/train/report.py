@@ -75,6 +75,9 @@ class Report:
         note = ""
         if self.cfg.link.kind == "model" and not sync.uses_transport:
             note = " [its bytes bypass the modelled link]"
+        order = self.job.bucket_order(sync)
+        if order is not None:
+            note += f" [priority schedule, bucket order {' '.join(map(str, order))}]"
         self.bar.write(f"== {name}: {sync.describe()}{note}", file=sys.stdout)
         self.bar.write(f"Running warmup ({self.cfg.warmup} steps)..." if self.cfg.warmup else "No warmup",
                        file=sys.stdout)
@@ -115,11 +118,13 @@ class Report:
         ready = (job.plan.ready_times(prof.param_ready_s) if self.cfg.overlap
                  else np.full(len(job.plan.buckets), prof.backward_s))
         return predict_step(prof, job.plan.nbytes, ready, sync.cost_model, self.p, job.alpha, job.beta,
-                            sync.averages)
+                            sync.averages, self.cfg.schedule, job.bucket_need_s())
 
     def finish_sync(self, name: str, sync, variant_names: list[str]) -> None:
         """Summaries of each variant; KungFu's closing lines."""
         pred_step, pred_eff, pred_comm = self._predict(sync)
+        order = self.job.bucket_order(sync)
+        schedule = "fifo" if order is None else "priority " + " ".join(map(str, order))
         base = None
         for v in variant_names:
             imgs = np.array(self._iters[(name, v)])
@@ -139,7 +144,7 @@ class Report:
                      hidden_fraction=float(np.mean(hidden)) if hidden else math.nan,
                      predicted_step_s=pred_step, predicted_efficiency=pred_eff, predicted_comm_s=pred_comm,
                      comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])), monitor_overhead=overhead,
-                     final_accuracy=self._acc.get((name, v), math.nan))
+                     final_accuracy=self._acc.get((name, v), math.nan), schedule=schedule)
             self.tables["summary"].append(s)
             self.summaries.append(s)
             tag = self._tag(name, v, len(variant_names) > 1)
@@ -159,8 +164,7 @@ class Report:
             sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
             img_per_s_worker_ci=nan, img_per_s_total=nan, step_s=nan, compute_s=nan, ideal_img_per_s_total=nan,
             efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan, predicted_comm_s=nan,
-            comm_span_s=nan,
-            monitor_overhead=nan, final_accuracy=nan))
+            comm_span_s=nan, monitor_overhead=nan, final_accuracy=nan, schedule=self.cfg.schedule))
 
     def comparison(self) -> None:
         """The synchronisers side by side, with each one's throughput over the first one's."""

@@ -60,11 +60,13 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("monitor_overhead", "float64", "1", "1 - img/s of this variant / img/s of variant 'none' "
                                               "(interleaved runs)"),
         C("final_accuracy", "float64", "1", "held-out accuracy at the end (digits)"),
+        C("schedule", "str", "", "'fifo', or 'priority' and the buckets' start order (e.g. 'priority 3 2 0 1')"),
     ], "one row per synchroniser and monitor variant")
     buckets = results.table("buckets", [
         C("bucket", "int64", "1", "bucket index (0 holds the last layers)"),
         C("bytes", "int64", "B", "float32 gradient bytes"),
         C("params", "int64", "1", "parameter tensors in the bucket"),
         C("ready_s", "float64", "s", "profiled time the bucket is complete, from the start of backward"),
+        C("need_s", "float64", "s", "profiled time the forward first uses the bucket's parameters, from its start"),
     ], "gradient buckets of the model")
     return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets}

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[64])
     ap.add_argument("--bandwidth", default="10Gbit")
     ap.add_argument("--latency-s", type=float, default=1e-5)
+    ap.add_argument("--schedule", choices=("fifo", "priority"), default="fifo",
+                    help="bucket schedule to predict (priority needs the file's buckets.need_s)")
     args = ap.parse_args(argv)
     try:
         attrs = read_attrs(args.file)
@@ -40,13 +42,15 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"kind {attrs.get('kind')!r}, expected 'train'")
         b = read_table(args.file, "buckets")
         beta = link_beta(parse_rate(args.bandwidth))
+        if args.schedule == "priority" and "need_s" not in b:
+            raise KeyError("buckets.need_s (written since the priority schedule); --schedule priority needs it")
     except (OSError, KeyError, ValueError) as exc:
         print(f"hpcbench.train.whatif: error: {args.file}: {exc}", file=sys.stderr)
         return 2
     prof = ComputeProfile(float(attrs["forward_s"]), float(attrs["backward_s"]), float(attrs["optimizer_s"]),
                           np.zeros(0), ())
     print(f"{attrs['model']}: compute {1e3 * prof.compute_s:.1f} ms per step, {int(np.sum(b['bytes'])) / 1e6:.1f} MB "
-          f"in {len(b['bytes'])} buckets, link {args.bandwidth}, latency {args.latency_s:g} s")
+          f"in {len(b['bytes'])} buckets, link {args.bandwidth}, latency {args.latency_s:g} s, schedule {args.schedule}")
     print(f"{'sync':<18} {'model':<18} " + " ".join(f"{'p=' + str(p):>14}" for p in args.workers))
     for name in names():
         cls = get(name)
@@ -55,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         cells = []
         for p in args.workers:
-            step, eff, _ = predict_step(prof, b["bytes"], b["ready_s"], model, p, args.latency_s, beta, cls.averages)
+            step, eff, _ = predict_step(prof, b["bytes"], b["ready_s"], model, p, args.latency_s, beta, cls.averages,
+                                        args.schedule, b.get("need_s"))
             cells.append(f"{eff:>6.3f} ({1e3 * step:>5.0f}ms)")
         print(f"{name:<18} {model:<18} " + " ".join(cells))
     return 0

@@ -38,10 +38,15 @@ class Worker:
     overlap : bool
         Start each bucket during backward (False: all after backward).
     dilation : hpcbench.runtime.dilation.TimeDilation
+    order : sequence of int, optional
+        ``schedule: priority`` (gradient synchronisers): the buckets' start
+        order (:func:`hpcbench.train.priority.priority_order`). Each bucket's
+        parameters are then updated by their own SGD step in a forward
+        pre-hook of the next forward, once the bucket is reduced; None: FIFO.
     """
 
     def __init__(self, model, sync, profile, data, batch_size: int, lr: float, bucket_bytes: int,
-                 overlap: bool, dilation) -> None:
+                 overlap: bool, dilation, order=None) -> None:
         self.model, self.sync, self.profile, self.data = model, sync, profile, data
         self.batch_size = batch_size
         self.dilation, self.clock = dilation, dilation.now
@@ -54,8 +59,10 @@ class Worker:
         if sync.averages == "wrapped":
             self.model, self.optimizer = sync.wrap(model, self.optimizer, self._add_norm)
         elif sync.averages == "gradients":
-            self.buckets = GradientBuckets(self.plan, sync, self.clock, overlap=overlap)
+            self.buckets = GradientBuckets(self.plan, sync, self.clock, overlap=overlap, order=order)
             self.buckets.attach(self.params)
+            if order is not None:
+                self._priority_setup(lr)
         else:
             self._handle, self._done = None, math.nan
             # the model's exchange completes in the background: note when, from backward's hooks
@@ -64,8 +71,44 @@ class Worker:
     def _add_norm(self, flat: torch.Tensor) -> None:
         self._norm += float(torch.linalg.vector_norm(flat, dtype=torch.float64)) ** 2
 
+    def _priority_setup(self, lr: float) -> None:
+        """One SGD optimizer per bucket, the reduced gradients' views, and forward pre-hooks that update
+        each bucket's parameters before their first use."""
+        plan = self.plan
+        self.order = True
+        self._views = self.buckets.views(self.params)
+        self._bucket_opts = [torch.optim.SGD([self.params[i] for i in b], lr=lr) for b in plan.buckets]
+        self._pending = [False] * len(plan.buckets)
+        self._waited = 0.0
+        index = {id(p): i for i, p in enumerate(self.params)}
+        self._hooks = []
+        for mod in self.model.modules():
+            bs = sorted({plan.where[index[id(p)]][0] for p in mod.parameters(recurse=False) if id(p) in index})
+            if bs:
+                self._hooks.append(mod.register_forward_pre_hook(lambda m, a, bs=bs: self._apply(bs)))
+
+    def _apply(self, buckets) -> None:
+        """Wait for each pending bucket of ``buckets`` and take its parameters' SGD step."""
+        for b in buckets:
+            if not self._pending[b]:
+                continue
+            tw = self.clock()
+            self.buckets.wait_bucket(b)
+            self._waited += self.clock() - tw
+            for i in self.plan.buckets[b]:
+                self.params[i].grad = self._views[i]
+            self._bucket_opts[b].step()
+            self._bucket_opts[b].zero_grad()
+            self._pending[b] = False
+
+    def flush(self) -> None:
+        """``schedule: priority``: apply what the last step left (before evaluating or reading the model)."""
+        if getattr(self, "order", None) is not None:
+            self._apply(range(len(self._pending)))
+
     def close(self) -> None:
-        """Remove hooks (the synchroniser is closed by its owner)."""
+        """Remove hooks (the synchroniser is closed by its owner). Pending updates are not applied: after a
+        failure the other ranks may never complete the buckets; :meth:`flush` first on a normal end."""
         if self.buckets is not None:
             self.buckets.detach()
         for h in getattr(self, "_hooks", ()):
@@ -111,6 +154,8 @@ class Worker:
     def _real_gradients(self, t: int, monitors) -> StepRecord:
         from hpcbench.monitors import GradientView
 
+        if getattr(self, "order", None) is not None:
+            return self._priority_gradients(t, monitors)
         rec = StepRecord()
         keep = any(m.needs_local_grads for m in monitors)
         self.buckets.begin(keep_local=keep)
@@ -161,4 +206,45 @@ class Worker:
         self._optimize()
         rec.step_s = self.clock() - t0
         rec.local_sq_norm = self._norm if self.sync.name == "ddp" else math.nan
+        return rec
+
+    def _priority_gradients(self, t: int, monitors) -> StepRecord:
+        """``schedule: priority``: the forward updates each bucket's parameters before their first use
+        (waiting for the last step's reduction); backward releases this step's buckets in their order and the
+        step ends without waiting, unless a monitor is due (it needs the reduced gradients now)."""
+        from hpcbench.monitors import GradientView
+
+        rec = StepRecord()
+        keep = any(m.needs_local_grads for m in monitors)
+        self._waited = 0.0
+        t0 = self.clock()
+        x, y = self.data.batch(t)
+        loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        had = any(self._pending)
+        self.flush()        # parameters the forward did not use
+        rec.comm_span_s = self.buckets.times.span() if had else 0.0     # the last step's reductions
+        self.buckets.begin(keep_local=keep)
+        loss.backward()
+        rec.loss = float(loss.detach())
+        self.buckets.close_step()
+        self._pending = [True] * len(self._pending)
+        rec.local_sq_norm = self.buckets.local_sq_norm
+        t1 = self.clock()
+        if monitors:
+            b = self.buckets
+            b.finish()
+            t2 = self.clock()
+            view = GradientView(step=t, local_sq_norm=b.local_sq_norm,
+                                local_grads=b.views(self.params, b.local) if keep else None,
+                                global_grads=self._views, local_batch=self.batch_size,
+                                global_batch=self.batch_size * self.sync.comm.size, comm=self.sync.comm)
+            for m in monitors:
+                rec.monitor_values.update({f"{m.name}_{k}": float(v) for k, v in m.observe(view).items()})
+            rec.monitor_s = self.clock() - t2
+            self._waited += t2 - t1
+        rec.step_s = self.clock() - t0
+        rec.exposed_s = self._waited
+        rec.compute_s = rec.step_s - rec.exposed_s - rec.monitor_s
+        if monitors:
+            rec.comm_span_s = self.buckets.times.span()
         return rec

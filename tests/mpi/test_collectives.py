@@ -427,3 +427,33 @@ def test_iallreduce_waits_drive_many_outstanding(comm):
         got = reqs[k].wait()
         assert np.all(got == n * k + n * (n - 1) / 2)
         assert reqs[k].test()
+
+
+@pytest.mark.parametrize("alg", ["ring", "rabenseifner", "auto"])
+def test_ordered_allreduce_follows_its_order_and_matches_iallreduce(comm, alg):
+    """Buffers marked ready in index order go out in the given order, one at a time; results as iallreduce."""
+    from hpcbench.collectives.ordered import OrderedAllreduce
+
+    rng = np.random.default_rng(comm.rank)
+    sizes = [3000, 17, 40000, 5]
+    data = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    want = [hc.iallreduce(d.copy(), op="avg", algorithm=alg, comm=comm, name=f"ref{i}").wait()
+            for i, d in enumerate(data)]
+    bufs = [d.copy() for d in data]
+    order = [2, 0, 3, 1]
+    op = OrderedAllreduce(bufs, order, op="avg", algorithm=alg, comm=comm, name="ord")
+    with pytest.raises(RuntimeError, match="before mark_ready"):
+        op.wait_one(1)
+    for i in range(len(bufs)):
+        op.mark_ready(i)
+        time.sleep(0.002)
+    op.wait_one(3)                       # the ones before it in the order are done too
+    assert op.done(2) and op.done(0) and op.done(3)
+    op.wait()
+    for got, w in zip(bufs, want):
+        np.testing.assert_array_equal(got, w)
+    started = op.started_at[order]
+    assert np.all(np.diff(started) >= 0)                           # started in the given order
+    assert np.all(op.started_at[order[1:]] >= op.completed_at[order[:-1]])   # one on the wire at a time
+    with pytest.raises(ValueError, match="permutation"):
+        OrderedAllreduce(bufs, [0, 0, 1, 2], comm=comm)

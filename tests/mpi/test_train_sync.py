@@ -33,7 +33,7 @@ def _profile(model) -> ComputeProfile:
     return ComputeProfile(0.0, 0.0, 0.0, np.zeros(len(numels)), numels)
 
 
-def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, **opts):
+def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, order=None, **opts):
     torch.set_num_threads(1)
     try:
         sync = build(name, comm, None, SyncOptions(bucket_bytes=bucket_bytes, **opts))
@@ -41,7 +41,7 @@ def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, **
         pytest.skip(str(exc))
     m = build_model(model, 0)
     data = DigitsTask(BATCH, 0, comm.rank, comm.size, arrays)
-    return Worker(m, sync, _profile(m), data, BATCH, lr, bucket_bytes, True, NO_DILATION), data
+    return Worker(m, sync, _profile(m), data, BATCH, lr, bucket_bytes, True, NO_DILATION, order), data
 
 
 def _reference(comm, arrays, steps=STEPS):
@@ -138,3 +138,32 @@ def test_model_averaging_converges_on_digits(comm, arrays, name):
     assert np.mean(last) < 0.5 * np.mean(first)
     assert acc > 0.85, acc
     assert rec.comm_span_s >= 0 and np.isfinite(rec.exposed_s)
+
+
+@pytest.mark.parametrize("name,model", [("ring", "digits_mlp"), ("rabenseifner", "digits_cnn")])
+def test_priority_schedule_trains_the_same_model_as_fifo(comm, arrays, name, model):
+    """Buckets reduced in another order, each bucket's update taken in the next forward's pre-hook: the same
+    parameters, bit for bit, as FIFO with one optimizer step after backward (and the forward of every step
+    sees the updated parameters: the losses agree too)."""
+    from hpcbench.monitors import build_monitor
+    from hpcbench.train.buckets import BucketPlan
+
+    runs = []
+    n = len(BucketPlan([p.numel() for p in build_model(model, 0).parameters()], 200).buckets)
+    assert n > 2
+    for order in (None, list(range(n))[::-1]):
+        worker, _ = _worker(name, comm, arrays, model=model, bucket_bytes=200, order=order)
+        gns = build_monitor("gns", interval=1)
+        try:
+            recs = [worker.step(t, [gns] if t == 1 else []) for t in range(STEPS)]   # a monitor step too
+            worker.flush()
+            assert recs[1].monitor_values
+            runs.append(([r.loss for r in recs] + sorted(recs[1].monitor_values.items()),
+                         [p.detach().clone() for p in worker.model.parameters()]))
+        finally:
+            worker.close()
+            worker.sync.close()
+    (loss_fifo, fifo), (loss_prio, prio) = runs
+    assert repr(loss_fifo) == repr(loss_prio)          # losses, then the monitor's outputs (NaN-safe)
+    for a, b in zip(fifo, prio):
+        assert torch.equal(a, b)
