@@ -43,7 +43,11 @@ def load_runs(paths, prog: str) -> list[dict]:
 
 
 def summary_rows(runs: list[dict]) -> list[dict]:
-    """One dict per completed (file, synchroniser, variant) summary row, with the file's attributes."""
+    """One dict per completed (file, synchroniser, variant) summary row, with the file's attributes.
+
+    ``schedule`` is ``fifo`` or ``priority`` (without the order) and ``line`` the
+    label of the synchroniser's line in a figure (``"ring, priority"``).
+    """
     rows = []
     for run in runs:
         s, a = run["summary"], run["attrs"]
@@ -54,5 +58,8 @@ def summary_rows(runs: list[dict]) -> list[dict]:
             row.update(model=str(a.get("model")), link=str(a.get("link_model")), workers=int(s["workers"][i]),
                        compute=str(a.get("compute_mode")), dilation=float(a.get("time_dilation", np.nan)),
                        path=str(run["path"]))
+            row["schedule"] = str(row.get("schedule", "fifo")).split()[0]   # files before the priority schedule
+            base = str(row["sync"]).partition(":")[0]          # "ring:priority" entries carry it in the name
+            row["line"] = base if row["schedule"] == "fifo" else f"{base}, {row['schedule']}"
             rows.append(row)
     return rows

@@ -6,7 +6,8 @@ Usage::
 
 Reads hpcbench training result files (kind ``train``), groups them by model
 and link (one panel each) and draws, against the number of workers, the
-total throughput of every synchroniser (solid), its alpha-beta prediction
+total throughput of every synchroniser (solid; one line per bucket schedule,
+``ring`` FIFO and ``ring, priority``), its alpha-beta prediction
 (dotted, where the link is modelled) and the ideal, ``workers x`` one
 worker's throughput without communication (dashed grey), as KungFu's figure 9
 (Mai et al., OSDI'20). Prints one row per point: efficiency (measured over
@@ -43,14 +44,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     panels = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        panels[(r["model"], r["link"])][r["sync"]][r["workers"]] = r
-    print(f"{'model':<13} {'link':<44} {'workers':>7} {'sync':<18} {'img/s':>9} {'ideal':>9} {'eff':>6} {'pred':>6}")
+        panels[(r["model"], r["link"])][r["line"]][r["workers"]] = r
+    print(f"{'model':<13} {'link':<44} {'workers':>7} {'sync':<24} {'img/s':>9} {'ideal':>9} {'eff':>6} {'pred':>6}")
     for (model, link), syncs in sorted(panels.items()):
         for name, by_p in sorted(syncs.items()):
             for p, r in sorted(by_p.items()):
-                print(f"{model:<13} {link[:44]:<44} {p:>7} {name:<18} {r['img_per_s_total']:>9.1f} "
+                print(f"{model:<13} {link[:44]:<44} {p:>7} {name:<24} {r['img_per_s_total']:>9.1f} "
                       f"{r['ideal_img_per_s_total']:>9.1f} {r['efficiency']:>6.3f} {r['predicted_efficiency']:>6.3f}")
-    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted({r["sync"] for r in rows}))}
+    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted({r["line"] for r in rows}))}
     n = len(panels)
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.4), squeeze=False)
     for ax, ((model, link), syncs) in zip(axes[0], sorted(panels.items())):

@@ -5,7 +5,8 @@
 # GNS and variance monitors against none, interleaved, at -np 2 with real compute).
 # Usage (repository root):  scripts/train_figures.sh [NP...]        (default: 1 2 4 8 16 32 64)
 # Environment: PYTHON, MPIEXEC, OUT (results/train), SYNC (override the synchroniser list, e.g. '[ring, sma]'),
-#              MODELS (default "resnet50 mobilenet_v2"), LINKS (default "10Gbit 1Gbit").
+#              MODELS (default "resnet50 mobilenet_v2"), LINKS (default "10Gbit 1Gbit"),
+#              PRIORITY_SYNC (synchronisers of the schedule: priority runs, default '[ring, rabenseifner]').
 set -euo pipefail
 PY=${PYTHON:-python}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -23,6 +24,11 @@ for model in ${MODELS:-resnet50 mobilenet_v2}; do
       $MPIEXEC -n "$p" $PY -m hpcbench.train jobs/configs/train-fig9.yaml --model "$model" --compute_time_s "$ct" \
           --link.bandwidth "$link" --time_dilation "$dil" --job_name "fig9-$model-$link" "${extra[@]}" \
           --output "$OUT/fig9-$model-$link-p$p.h5" --overwrite
+      # the priority schedule (ByteScheduler across the barrier) of the schedulable synchronisers, 4 MiB buckets
+      $MPIEXEC -n "$p" $PY -m hpcbench.train jobs/configs/train-fig9.yaml --model "$model" --compute_time_s "$ct" \
+          --link.bandwidth "$link" --time_dilation "$dil" --job_name "fig9-$model-$link-priority" \
+          --sync "${PRIORITY_SYNC:-[ring, rabenseifner]}" --schedule priority --bucket_mb 4 \
+          --output "$OUT/fig9-$model-$link-p$p-priority.h5" --overwrite
     done
   done
 done

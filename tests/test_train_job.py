@@ -78,15 +78,17 @@ def test_emulated_priority_schedule_runs_and_meets_its_prediction(tmp_path):
     out = tmp_path / "p.h5"
     proc = run_mpi(2, ["-m", "hpcbench.train", *QUICK, "--model", "digits_cnn", "--batch_size", "16",
                        "--compute", "emulated", "--compute_time_s", "0.03", "--time_dilation", "4",
-                       "--link.kind", "model", "--link.bandwidth", "100Mbit", "--sync", "[ring, rabenseifner]",
-                       "--bucket_mb", "0.001", "--schedule", "priority", "--output", str(out)], timeout=300)
+                       "--link.kind", "model", "--link.bandwidth", "100Mbit",
+                       "--sync", "[ring, rabenseifner, ring:fifo]", "--bucket_mb", "0.001", "--schedule", "priority",
+                       "--output", str(out)], timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "schedule priority" in proc.stdout and "[priority schedule, bucket order " in proc.stdout
+    assert "schedule priority" in proc.stdout and proc.stdout.count("[priority schedule, bucket order ") == 2
     assert read_attrs(out)["schedule"] == "priority"
     b = read_table(out, "buckets")
     assert len(b["bytes"]) >= 3 and np.all(np.diff(b["need_s"]) <= 0)     # bucket 0 holds the last layers
     s = read_table(out, "summary")
-    assert all(str(x).startswith("priority ") for x in s["schedule"])
+    assert [str(x).split()[0] for x in s["schedule"]] == ["priority", "priority", "fifo"]
+    assert list(s["sync"].astype(str)) == ["ring", "rabenseifner", "ring:fifo"]
     assert np.all(np.abs(s["efficiency"] - s["predicted_efficiency"]) < 0.1), s
 
 
@@ -113,6 +115,8 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"model": "resnet1000"}, "resnet1000"),
     ({"sync": "[]"}, "at least one"),
     ({"schedule": "priority", "sync": "[ring, mpi]"}, "sync 'mpi' has none"),
+    ({"sync": "[ring, mpi:priority]"}, "sync 'mpi:priority' has none"),
+    ({"sync": "[ring:lifo]"}, "schedule 'lifo'"),
     ({"schedule": "priority", "overlap": "false"}, "needs overlap: true"),
     ({"schedule": "lifo"}, "schedule"),
 ])

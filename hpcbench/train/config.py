@@ -16,7 +16,10 @@ from pydantic import Field, field_validator, model_validator
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict
 
-__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError"]
+__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES"]
+
+#: bucket schedules (:mod:`hpcbench.train.priority`)
+SCHEDULES = ("fifo", "priority")
 
 
 def _choose(kind: str, value: str, known) -> str:
@@ -64,7 +67,8 @@ class TrainConfig(Strict):
     warmup: int = Field(10, ge=0, description="warm-up steps before each synchroniser's measurement")
     iterations: int = Field(10, ge=1, description="measured iterations (per monitor variant)")
     batches_per_iter: int = Field(10, ge=1, description="steps per iteration")
-    sync: list[str] = Field(["ring"], description="synchronisers, run one after the other")
+    sync: list[str] = Field(["ring"], description="synchronisers, run one after the other; NAME:SCHEDULE "
+                                                 "(ring:priority, ring:fifo) overrides schedule for one entry")
     interleave_sync: bool = Field(False, description="run the synchronisers' iterations in turn (round robin), "
                                                      "so that drifts of the machine's load fall on all alike")
     bucket_mb: float = Field(25.0, gt=0.0, description="gradient bucket size in MiB (DDP's default 25)")
@@ -104,7 +108,10 @@ class TrainConfig(Strict):
         if not v:
             raise ValueError("give at least one synchroniser")
         for s in v:
-            _choose("synchroniser", s, names())
+            base, _, sched = s.partition(":")
+            _choose("synchroniser", base, names())
+            if ":" in s and sched not in SCHEDULES:
+                raise ValueError(f"synchroniser {s!r}: schedule {sched!r} is none of {', '.join(SCHEDULES)}")
         if len(set(v)) != len(v):
             raise ValueError(f"synchroniser listed twice in {v!r}")
         return v
@@ -143,24 +150,35 @@ class TrainConfig(Strict):
             if self.compute_time_s is not None:
                 raise ValueError(f"compute_time_s: {self.compute_time_s} needs compute: emulated")
         else:
-            bad = [s for s in self.sync if not get(s).emulates]
+            bad = [s for s, base, _ in self.sync_entries() if not get(base).emulates]
             if bad:
                 raise ValueError(f"sync: {bad[0]!r} needs compute: real (it runs the real model)")
-        if self.schedule == "priority":
+        prio = [(s, base) for s, base, sched in self.sync_entries() if sched == "priority"]
+        if prio:
             if not self.overlap:
                 raise ValueError("schedule: 'priority' needs overlap: true (buckets start during backward)")
-            bad = [s for s in self.sync if not get(s).schedulable]
+            bad = [s for s, base in prio if not get(base).schedulable]
             if bad:
                 raise ValueError(f"schedule: 'priority' needs synchronisers with an ordered start (hpcbench's "
                                  f"allreduce algorithms); sync {bad[0]!r} has none")
         if self.monitors:
-            bad = [s for s in self.sync if get(s).averages == "models"]
+            bad = [s for s, base, _ in self.sync_entries() if get(base).averages == "models"]
             if bad:
                 raise ValueError(f"monitors: {self.monitors} need synchronised gradients; sync {bad[0]!r} "
                                  f"averages models")
         elif self.interleave_monitors:
             raise ValueError("interleave_monitors: true needs at least one entry in monitors")
         return self
+
+
+    def sync_entries(self) -> list[tuple[str, str, str]]:
+        """``(entry, synchroniser, schedule)`` of every ``sync`` entry: ``"ring:priority"`` gives
+        ``("ring:priority", "ring", "priority")``, ``"ring"`` takes :attr:`schedule`."""
+        out = []
+        for s in self.sync:
+            base, _, sched = s.partition(":")
+            out.append((s, base, sched or self.schedule))
+        return out
 
 
 def flatten_keys() -> list[str]:

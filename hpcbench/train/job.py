@@ -103,11 +103,11 @@ class TrainJob(Job):
 
         return bucket_need_times(self.plan, self.profile.need_times())
 
-    def bucket_order(self, sync):
-        """``schedule: priority``: synchroniser ``sync``'s bucket start order (the same on every rank, from the
-        broadcast profile and the algorithm's cost model over the link); None under FIFO or for a synchroniser
-        that does not average gradients."""
-        if self.cfg.schedule != "priority" or sync.averages != "gradients":
+    def bucket_order(self, sync, schedule: str):
+        """Under ``schedule`` ``"priority"``, synchroniser ``sync``'s bucket start order (the same on every rank,
+        from the broadcast profile and the algorithm's cost model over the link); None under FIFO or for a
+        synchroniser that does not average gradients."""
+        if schedule != "priority" or sync.averages != "gradients":
             return None
         from hpcbench.collectives.cost import link_beta
         from hpcbench.train.predict import message_time
@@ -213,13 +213,13 @@ class TrainJob(Job):
         runs = []
         self.steps_done = 0
         try:
-            for name in cfg.sync:
-                sync, error = self._build_sync(name)
+            for name, base, schedule in cfg.sync_entries():
+                sync, error = self._build_sync(base)
                 if error:
                     if report is not None:
                         report.skipped(name, error)
                     continue
-                runs.append(SyncRun(self, name, sync, report))
+                runs.append(SyncRun(self, name, sync, report, schedule))
             if report is not None:
                 report.start(sum(r.total_steps() for r in runs))
             self._drive([r.execute() for r in runs], cfg.interleave_sync)

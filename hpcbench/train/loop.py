@@ -33,9 +33,11 @@ class SyncRun:
     sync : hpcbench.sync.Synchroniser
     report : hpcbench.train.report.Report or None
         Rank 0's recorder (None elsewhere).
+    schedule : {"fifo", "priority"}
+        Bucket schedule (:mod:`hpcbench.train.priority`).
     """
 
-    def __init__(self, job, name: str, sync, report) -> None:
+    def __init__(self, job, name: str, sync, report, schedule: str = "fifo") -> None:
         cfg = job.cfg
         self.job, self.name, self.sync, self.report = job, name, sync, report
         self.worker = None      # built by execute(): one replica's buffers alive at a time unless interleaved
@@ -45,7 +47,7 @@ class SyncRun:
 
             self.monitors = [build_monitor(m, interval=cfg.monitor_interval) for m in cfg.monitors]
         self.variants = variants(self.monitors, cfg.interleave_monitors)
-        self.order = job.bucket_order(sync)     # None: FIFO
+        self.order = job.bucket_order(sync, schedule)     # None: FIFO
 
     def _build_worker(self):
         """This synchroniser's replica: the real model, or the emulated timeline on numpy buffers (no torch
@@ -75,7 +77,7 @@ class SyncRun:
         self.worker = self._build_worker()
         n_iter = cfg.iterations * len(self.variants)
         if self.report is not None:
-            self.report.start_sync(self.name, self.sync)
+            self.report.start_sync(self.name, self.sync, self.order)
         schedule = [(-1, self.variants[0])] * cfg.warmup
         for it in range(n_iter):
             schedule += [(it, self.variants[it % len(self.variants)])] * cfg.batches_per_iter
@@ -97,7 +99,7 @@ class SyncRun:
                 yield it
         self.worker.flush()
         if self.report is not None:
-            self.report.finish_sync(self.name, self.sync, [v for v, _ in self.variants])
+            self.report.finish_sync(self.name, self.sync, [v for v, _ in self.variants], self.order)
         self.worker.close()
         self.worker = None      # free its buffers before the next synchroniser's
         trim_heap()

@@ -70,12 +70,11 @@ class Report:
         """Close the bar."""
         self.bar.close()
 
-    def start_sync(self, name: str, sync) -> None:
-        """Print the synchroniser's heading."""
+    def start_sync(self, name: str, sync, order=None) -> None:
+        """Print the synchroniser's heading (``order``: its priority schedule's bucket order, or None)."""
         note = ""
         if self.cfg.link.kind == "model" and not sync.uses_transport:
             note = " [its bytes bypass the modelled link]"
-        order = self.job.bucket_order(sync)
         if order is not None:
             note += f" [priority schedule, bucket order {' '.join(map(str, order))}]"
         self.bar.write(f"== {name}: {sync.describe()}{note}", file=sys.stdout)
@@ -110,7 +109,7 @@ class Report:
         tags += [variant] if with_variant else []
         return f" [{', '.join(tags)}]" if tags else ""
 
-    def _predict(self, sync) -> tuple[float, float, float]:
+    def _predict(self, sync, order) -> tuple[float, float, float]:
         job = self.job
         if not sync.uses_transport:
             return math.nan, math.nan, math.nan
@@ -118,12 +117,11 @@ class Report:
         ready = (job.plan.ready_times(prof.param_ready_s) if self.cfg.overlap
                  else np.full(len(job.plan.buckets), prof.backward_s))
         return predict_step(prof, job.plan.nbytes, ready, sync.cost_model, self.p, job.alpha, job.beta,
-                            sync.averages, self.cfg.schedule, job.bucket_need_s())
+                            sync.averages, "fifo" if order is None else "priority", job.bucket_need_s())
 
-    def finish_sync(self, name: str, sync, variant_names: list[str]) -> None:
-        """Summaries of each variant; KungFu's closing lines."""
-        pred_step, pred_eff, pred_comm = self._predict(sync)
-        order = self.job.bucket_order(sync)
+    def finish_sync(self, name: str, sync, variant_names: list[str], order=None) -> None:
+        """Summaries of each variant; KungFu's closing lines (``order`` as :meth:`start_sync`)."""
+        pred_step, pred_eff, pred_comm = self._predict(sync, order)
         schedule = "fifo" if order is None else "priority " + " ".join(map(str, order))
         base = None
         for v in variant_names:
@@ -164,7 +162,8 @@ class Report:
             sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
             img_per_s_worker_ci=nan, img_per_s_total=nan, step_s=nan, compute_s=nan, ideal_img_per_s_total=nan,
             efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan, predicted_comm_s=nan,
-            comm_span_s=nan, monitor_overhead=nan, final_accuracy=nan, schedule=self.cfg.schedule))
+            comm_span_s=nan, monitor_overhead=nan, final_accuracy=nan,
+            schedule=dict((e, sch) for e, _, sch in self.cfg.sync_entries()).get(name, self.cfg.schedule)))
 
     def comparison(self) -> None:
         """The synchronisers side by side, with each one's throughput over the first one's."""
