@@ -89,6 +89,9 @@ class TrainConfig(Strict):
     compute_time_s: Optional[float] = Field(None, gt=0.0, description="emulated: one step's compute (forward, "
                                                                       "backward, optimizer); default profiled")
     profile_steps: int = Field(3, ge=1, description="steps timed to profile the compute")
+    profile_file: Optional[str] = Field(None, description="emulated: replay the compute profile of this earlier "
+                                                          "train result file instead of profiling (one timeline "
+                                                          "for a whole sweep)")
     time_dilation: float = Field(1.0, ge=1.0)
     link: LinkConfig = LinkConfig()
     progress: bool = Field(True, description="tqdm bar on rank 0")
@@ -149,6 +152,9 @@ class TrainConfig(Strict):
                                  f"cannot be dilated)")
             if self.compute_time_s is not None:
                 raise ValueError(f"compute_time_s: {self.compute_time_s} needs compute: emulated")
+            if self.profile_file is not None:
+                raise ValueError(f"profile_file: {self.profile_file!r} needs compute: emulated (real compute is "
+                                 f"the model's own)")
         else:
             bad = [s for s, base, _ in self.sync_entries() if not get(base).emulates]
             if bad:

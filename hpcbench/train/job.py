@@ -71,7 +71,7 @@ class TrainJob(Job):
         self.data = None
         # emulated: only rank 0 runs the model (to profile it); the other ranks never import torch
         # (about 150 MB of private memory per process: 64 ranks would need 10 GB for it alone)
-        if cfg.compute == "real" or comm.rank == 0 or self.task != "synthetic":
+        if cfg.compute == "real" or (comm.rank == 0 and cfg.profile_file is None) or self.task != "synthetic":
             import torch
 
             from hpcbench.train.data import build_data
@@ -79,7 +79,14 @@ class TrainJob(Job):
             torch.set_num_threads(1)
             self.data = build_data(self.task, cfg.batch_size, cfg.image_size, cfg.seed, comm)
         prof, error = None, None
-        if comm.rank == 0:
+        if comm.rank == 0 and cfg.profile_file is not None:
+            from hpcbench.train.profile import load_profile
+
+            try:
+                prof = load_profile(cfg.profile_file, cfg.model)
+            except (OSError, KeyError, ValueError) as exc:
+                error = f"profile_file: {cfg.profile_file!r}: {exc}"
+        elif comm.rank == 0:
             try:
                 prof = self._profile()
             except (ImportError, RuntimeError) as exc:
@@ -174,7 +181,8 @@ class TrainJob(Job):
                     link_model=self._link_text(), workers=self.comm.size, model=cfg.model, task=self.task,
                     parameters=int(sum(prof.numels)), gradient_bytes=int(4 * sum(prof.numels)),
                     buckets=len(self.plan.buckets), bucket_bytes=self.bucket_bytes,
-                    compute_time_source=prof.source, forward_s=prof.forward_s, backward_s=prof.backward_s,
+                    compute_time_source=prof.source, profile_file=cfg.profile_file or "",
+                    forward_s=prof.forward_s, backward_s=prof.backward_s,
                     optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync), overlap=cfg.overlap,
                     schedule=cfg.schedule)
 
@@ -207,6 +215,10 @@ class TrainJob(Job):
                 params=[len(b) for b in self.plan.buckets],
                 ready_s=list(self.plan.ready_times(self.profile.param_ready_s)),
                 need_s=list(self.bucket_need_s())))
+            prof = self.profile
+            tables["profile"].append(dict(param=list(range(len(prof.numels))), numel=[int(n) for n in prof.numels],
+                                          ready_s=[float(r) for r in prof.param_ready_s],
+                                          need_s=[float(r) for r in prof.need_times()]))
             report = Report(self, tables, monitor_columns)
             print(self._header())
             sys.stdout.flush()

@@ -20,7 +20,7 @@ import numpy as np
 if TYPE_CHECKING:   # a ComputeProfile reaches every rank (pickled); only profile_compute needs torch
     import torch
 
-__all__ = ["ComputeProfile", "profile_compute"]
+__all__ = ["ComputeProfile", "profile_compute", "load_profile"]
 
 
 @dataclass(frozen=True)
@@ -137,3 +137,44 @@ def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.
     f, b, o = np.median(np.array(rows), axis=0)
     return ComputeProfile(float(f), float(b), float(o), np.median(np.array(readies), axis=0),
                           tuple(p.numel() for p in params), "measured", np.median(np.array(needs), axis=0))
+
+
+def load_profile(path, model: str) -> ComputeProfile:
+    """The profile a training result file replayed (``profile`` table and root attributes), to replay it again.
+
+    A sweep that loads one profile (``profile_file:``) gives every worker count
+    the same compute timeline, so its measurements and alpha-beta predictions
+    differ only by the communication, not by each run's own profiling noise.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        An hpcbench ``train`` result file written with the ``profile`` table.
+    model : str
+        The job's model: it must be the file's.
+
+    Returns
+    -------
+    ComputeProfile
+        ``source`` ``"file"``.
+
+    Raises
+    ------
+    OSError
+        The file cannot be read.
+    KeyError, ValueError
+        It is not a training result with a profile of ``model``.
+    """
+    from hpcbench.results import read_attrs, read_table
+
+    attrs = read_attrs(path)
+    if attrs.get("kind") != "train":
+        raise ValueError(f"kind {attrs.get('kind')!r}, expected 'train'")
+    if attrs.get("model") != model:
+        raise ValueError(f"profiles model {attrs.get('model')!r}, the job trains {model!r}")
+    t = read_table(path, "profile")
+    if not len(t["numel"]):
+        raise ValueError("its profile table is empty")
+    return ComputeProfile(float(attrs["forward_s"]), float(attrs["backward_s"]), float(attrs["optimizer_s"]),
+                          np.asarray(t["ready_s"], dtype=np.float64), tuple(int(n) for n in t["numel"]), "file",
+                          np.asarray(t["need_s"], dtype=np.float64))

@@ -9,7 +9,7 @@ STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "
 
 
 def make_tables(results, monitor_columns: list[str]) -> dict:
-    """Create the ``steps``, ``iterations``, ``summary`` and ``buckets`` tables; returns them by name."""
+    """Create the ``steps``, ``iterations``, ``summary``, ``buckets`` and ``profile`` tables; returns them by name."""
     from hpcbench.results import Column as C
 
     steps = results.table("steps", [
@@ -69,4 +69,10 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("ready_s", "float64", "s", "profiled time the bucket is complete, from the start of backward"),
         C("need_s", "float64", "s", "profiled time the forward first uses the bucket's parameters, from its start"),
     ], "gradient buckets of the model")
-    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets}
+    profile = results.table("profile", [
+        C("param", "int64", "1", "parameter index (registration order)"),
+        C("numel", "int64", "1", "elements"),
+        C("ready_s", "float64", "s", "gradient accumulated, from the start of backward (as replayed)"),
+        C("need_s", "float64", "s", "first used by forward, from its start (as replayed)"),
+    ], "the compute profile the run replayed, per parameter (profile_file: of a later run)")
+    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile}
