@@ -217,10 +217,10 @@ class Worker:
         rec = StepRecord()
         keep = any(m.needs_local_grads for m in monitors)
         self._waited = 0.0
+        had = any(self._pending)
         t0 = self.clock()
         x, y = self.data.batch(t)
         loss = torch.nn.functional.cross_entropy(self.model(x), y)
-        had = any(self._pending)
         self.flush()        # parameters the forward did not use
         rec.comm_span_s = self.buckets.times.span() if had else 0.0     # the last step's reductions
         self.buckets.begin(keep_local=keep)

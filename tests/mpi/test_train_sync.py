@@ -158,6 +158,7 @@ def test_priority_schedule_trains_the_same_model_as_fifo(comm, arrays, name, mod
             recs = [worker.step(t, [gns] if t == 1 else []) for t in range(STEPS)]   # a monitor step too
             worker.flush()
             assert recs[1].monitor_values
+            assert recs[2].comm_span_s > 0 and recs[2].exposed_s >= 0      # the last step's reductions, timed
             runs.append(([r.loss for r in recs] + sorted(recs[1].monitor_values.items()),
                          [p.detach().clone() for p in worker.model.parameters()]))
         finally:
