@@ -131,6 +131,10 @@ class OrderedAllreduce:
         self._flags[i].ready = True
         wake()
 
+    def poll(self) -> None:
+        """Advance without blocking (needed only in ``test`` progress mode, where no thread does)."""
+        self._request.test()
+
     def done(self, i: int) -> bool:
         """True once buffer ``i`` holds the result (never blocks; advances in ``test`` progress mode)."""
         if not self._done[i]:

@@ -205,7 +205,8 @@ class GradientBuckets:
     def poll(self) -> None:
         """Advance the started buckets (never blocks); note when each completes."""
         if self._ordered is not None:
-            return          # the progress thread moves and timestamps them
+            self._ordered.poll()        # the progress thread moves and timestamps them, if there is one
+            return
         still = []
         for b in self._open:
             if self.sync.test(self._handles[b]):

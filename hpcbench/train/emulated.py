@@ -172,9 +172,9 @@ class EmulatedWorker:
         b.begin(want_norm=False)
         tb = self.clock()
         for i, r in enumerate(self.plan.ready_times(p.param_ready_s)):
-            self._sleep_until(tb + r, False)
+            self._sleep_until(tb + r, True)     # polling: progress where no thread makes it
             b.mark_ready(i)
-        self._sleep_until(tb + p.backward_s, False)
+        self._sleep_until(tb + p.backward_s, True)
         b.close_step()
         self._pending = True
         rec.step_s = self.clock() - t0
