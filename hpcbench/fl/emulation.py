@@ -257,13 +257,17 @@ class Emulation:
                                  client_rng(cfg.seed, stream, int(c))) for c, (_, y) in zip(ids, shards)]
         results = train_clients_numpy(self.model, global_flat, shards, cfg.local_steps, cfg.batch_size, lr,
                                       cfg.momentum, indices, self.aggregator.client_regulariser_gradient(),
-                                      self.aggregator.needs_global_loss)
-        self._store(results, deltas, meta)
+                                      self.aggregator.needs_global_loss, out=deltas)
+        self._store(results, deltas, meta, copy=False)
 
-    def _store(self, results: list, deltas: np.ndarray, meta: np.ndarray) -> None:
-        """Write a list of :class:`hpcbench.fl.training_result.LocalResult` into the result block's rows."""
+    def _store(self, results: list, deltas: np.ndarray, meta: np.ndarray, copy: bool = True) -> None:
+        """Write a list of :class:`hpcbench.fl.training_result.LocalResult` into the result block's rows.
+
+        ``copy=False``: the updates are already in ``deltas`` (the numpy engine writes them there).
+        """
         for i, res in enumerate(results):
-            deltas[i] = res.delta
+            if copy:
+                deltas[i] = res.delta
             meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
                        res.global_loss)
             self._train_wall += res.train_wall_s

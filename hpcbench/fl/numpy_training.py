@@ -34,7 +34,7 @@ from hpcbench.fl.training_result import LocalResult
 __all__ = ["CHUNK", "chunks_by_batch_size", "client_rng", "batch_indices", "train_clients_numpy", "local_losses", "evaluate_numpy"]
 
 #: most clients trained together (bounds the stacked parameters, gradients and mini-batches in memory)
-CHUNK = 512
+CHUNK = 64
 
 
 def client_rng(seed: int, stream: int, client_id: int) -> np.random.Generator:
@@ -61,7 +61,7 @@ def batch_indices(n: int, bs: int, local_steps: int, rng: np.random.Generator) -
 
 def train_clients_numpy(model, global_flat: np.ndarray, shards: list, local_steps: int, batch_size: int,
                         learning_rate: float, momentum: float, indices: list, regulariser_gradient=None,
-                        global_loss: bool = False) -> list[LocalResult]:
+                        global_loss: bool = False, out: np.ndarray | None = None) -> list[LocalResult]:
     """Local SGD of every client from ``global_flat``, in numpy.
 
     Each step is ``g = grad L_k(w) + grad R(w, w_global)`` (``R`` the server
@@ -85,18 +85,24 @@ def train_clients_numpy(model, global_flat: np.ndarray, shards: list, local_step
         :meth:`hpcbench.fl.contracts.Aggregator.client_regulariser_gradient`.
     global_loss : bool
         Also measure each client's global-model loss ``F_k`` (:func:`local_losses`).
+    out : ndarray of shape (len(shards), P), float32, optional
+        Where to write the updates (the caller's send buffer); new arrays when None.
 
     Returns
     -------
     list of LocalResult
-        In the order of ``shards``; ``train_wall_s``/``train_cpu_s`` are the
-        chunk's times divided evenly over its clients.
+        In the order of ``shards``, each ``delta`` a row of ``out``;
+        ``train_wall_s``/``train_cpu_s`` are the chunk's times divided evenly
+        over its clients.
     """
+    if out is None:
+        out = np.empty((len(shards), len(global_flat)), np.float32)
     results: list[LocalResult | None] = [None] * len(shards)
     for bs, chunk in chunks_by_batch_size([len(y) for _, y in shards], batch_size):
-        out = _train_chunk(model, global_flat, [shards[i] for i in chunk], [indices[i] for i in chunk], bs,
-                           local_steps, batch_size, learning_rate, momentum, regulariser_gradient, global_loss)
-        for i, res in zip(chunk, out):
+        trained = _train_chunk(model, global_flat, [shards[i] for i in chunk], [indices[i] for i in chunk], bs,
+                               local_steps, batch_size, learning_rate, momentum, regulariser_gradient, global_loss,
+                               out, chunk)
+        for i, res in zip(chunk, trained):
             results[i] = res
     return results
 
@@ -118,7 +124,7 @@ def chunks_by_batch_size(sizes, batch_size: int, chunk: int = CHUNK):
 
 
 def _train_chunk(model, global_flat, shards, indices, bs, local_steps, batch_size, lr, momentum, reg_grad,
-                 global_loss) -> list[LocalResult]:
+                 global_loss, out, rows) -> list[LocalResult]:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     m = len(shards)
     f_global = local_losses(model, global_flat, shards) if global_loss else np.full(m, math.nan)
@@ -143,10 +149,11 @@ def _train_chunk(model, global_flat, shards, indices, bs, local_steps, batch_siz
         total += losses.mean(axis=1, dtype=np.float32)
         squares += np.square(losses.astype(np.float64)).sum(axis=1)
     w -= global_flat
+    out[rows] = w
     seen = local_steps * bs
     wall = (time.perf_counter() - wall0) / m
     cpu = (time.process_time() - cpu0) / m
-    return [LocalResult(w[k], len(x), float(total[k]) / local_steps,
+    return [LocalResult(out[rows[k]], len(x), float(total[k]) / local_steps,
                         min(len(x), local_steps * batch_size) * math.sqrt(float(squares[k]) / seen),
                         float(f_global[k]), wall, cpu) for k, (x, _) in enumerate(shards)]
 
