@@ -52,9 +52,15 @@ def test_fl_subcommand_runs_a_job(tmp_path):
 def test_fl_bench_runs_and_checks_the_flower_task_after_the_first_job():
     small = ("--np", "1", "--clients", "60", "--participants", "6", "--rounds", "3", "--warmup", "1",
              "--registry-clients", "0")
-    proc = _hpcbench("fl-bench", *small, "--flower", "none")
+    proc = _hpcbench("fl-bench", *small, "--flower", "none", "--client-training", "numpy,sequential")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "60 registered clients, 6 participants/round" in proc.stdout and "Flower" not in proc.stdout
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("   1 ")]
+    assert [r[1] for r in rows] == ["numpy", "sequential"]  # the first engine first, the other beside it
+    assert float(rows[0][-1]) < float(rows[1][-1])  # tree RSS: the numpy engine's ranks do not hold torch
+    for bad in (["--client-training", "numpy,vmap"], ["--client_training", "numpy"]):
+        proc = _hpcbench("fl-bench", *small, "--flower", "none", *bad)
+        assert proc.returncode == 2 and "client" in proc.stderr and "running" not in proc.stdout, proc.stderr
     # a job the Flower side would not reproduce: refused by name before any Flower run
     proc = _hpcbench("fl-bench", *small, "--flower", sys.executable, "--momentum", "0.5")
     assert proc.returncode == 2 and "momentum" in proc.stderr, proc.stderr[-2000:]

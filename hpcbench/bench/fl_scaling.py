@@ -19,6 +19,14 @@ side, per world size:
 - the steady-state round time (median round wall time, first rounds excluded)
   and its ratio to the first world size's (target at -np 64 vs -np 3: <= 1.3).
 
+``--client-training`` names the client-training engines (``numpy``, the
+default, ``sequential``, ``batched``; comma-separated): the first runs at
+every world size and is the one compared with Flower; the others run at the
+first world size only, for their round time side by side. ``numpy`` keeps
+every rank free of torch (about 220 MB of private memory per process); it
+trains ``mlp``/``logreg`` in synchronous jobs without compression (a job it
+does not support exits 2 naming ``client_training``).
+
 It also builds a 1,000,000-client registry in-process and reports the bytes
 of client metadata and the process's resident-memory growth.
 
@@ -44,19 +52,24 @@ from hpcbench.runtime.lifecycle import Job, fault_point
 __all__ = ["FLScalingJob", "main"]
 
 
-def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, extra: list[str]):
-    """Run the job under ``mpiexec -n np_``; its results file and the peak memory of its process tree."""
+def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, extra: list[str],
+         engine: str = "numpy"):
+    """Run the job under ``mpiexec -n np_`` with client-training ``engine``.
+
+    Returns its results file and the peak memory of its process tree.
+    """
     from hpcbench.bench.process_memory import TreeSampler
     from hpcbench.runtime.launch import end_process_group, find_mpiexec
 
-    out = outdir / f"fl-bench-np{np_}.h5"
-    cmd = [find_mpiexec(), "-n", str(np_), sys.executable, "-m", "hpcbench.fl",
-           "--job_name", f"fl-bench-np{np_}", "--rounds", str(rounds), "--participants", str(participants),
+    name = f"fl-bench-np{np_}-{engine}"
+    out = outdir / f"{name}.h5"
+    cmd = [find_mpiexec(), "-n", str(np_), sys.executable, "-m", "hpcbench.fl", "--client_training", engine,
+           "--job_name", name, "--rounds", str(rounds), "--participants", str(participants),
            "--dataset.num_clients", str(clients), "--dataset.samples_per_client", "20",
            "--traces.availability.format", "none", "--traces.availability.path", "bundled",
            "--eval_interval", str(rounds), "--progress", "false", "--output", str(out), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    log = outdir / f"fl-bench-np{np_}.log"
+    log = outdir / f"{name}.log"
     with open(log, "w") as f:
         # its own session, so that the ranks go with it if this process is interrupted
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
@@ -86,7 +99,7 @@ def _measure(path: Path, memory, warmup: int) -> dict:
     executors = max(1, attrs["world_size"] - 1)
     capacity = min(os.cpu_count() or 1, executors)
     return {
-        "np": attrs["world_size"],
+        "np": attrs["world_size"], "engine": attrs["config"]["client_training"],
         "round_s": float(np.median(wall)),
         "clients_per_s": float(rounds["participants"][steady].sum() / wall.sum()),
         "outside": float(1.0 - cpu / (wall.sum() * capacity)),
@@ -135,6 +148,10 @@ class FLScalingJob(Job):
                             help="also run Flower (flwr[simulation]) on the same task with this Python and "
                                  "compare with the first world size; auto: this Python if it can import flwr "
                                  "and ray; none: skip")
+        parser.add_argument("--client-training", default="numpy", metavar="ENGINES",
+                            help="comma-separated client-training engines (numpy, sequential, batched): the "
+                                 "first runs at every --np and is compared with Flower, the others at the first "
+                                 "--np only; numpy imports no torch on any rank (mlp/logreg, sync, uncompressed)")
         parser.add_argument("--flower-rounds", type=int, default=5,
                             help="rounds of the Flower run (its first --warmup are not timed)")
 
@@ -148,6 +165,7 @@ class FLScalingJob(Job):
         if args.rounds <= args.warmup:
             raise InputError(f"--rounds ({args.rounds}) must exceed --warmup ({args.warmup})")
         args.sizes = sizes
+        args.engines = _engines(args.client_training, args.passthrough)
         from hpcbench.bench.flower_compare import resolve_python
 
         args.flower_python = resolve_python(args.flower)
@@ -163,11 +181,12 @@ class FLScalingJob(Job):
 
         rows, flower_flags = [], None
         with tempfile.TemporaryDirectory(prefix="hpcbench-flbench-") as tmp:
-            for step, n in enumerate(args.sizes, start=1):
+            runs = [(n, args.engines[0]) for n in args.sizes] + [(args.sizes[0], e) for e in args.engines[1:]]
+            for step, (n, engine) in enumerate(runs, start=1):
                 fault_point(step)
-                print(f"running -np {n} ...", flush=True)
+                print(f"running -np {n} ({engine}) ...", flush=True)
                 rows.append(_measure(*_run(n, args.rounds, args.clients, args.participants, Path(tmp),
-                                           args.passthrough), args.warmup))
+                                           args.passthrough, engine), args.warmup))
                 if step == 1 and args.flower_python:  # the job's task is known now: can Flower run it?
                     try:
                         flower_flags = flower_settings(rows[0]["config"], args.clients, args.participants)
@@ -177,20 +196,22 @@ class FLScalingJob(Job):
                         print(f"Flower skipped: {exc}", flush=True)
             flower = None
             if flower_flags is not None:
-                fault_point(len(args.sizes) + 1)
+                fault_point(len(runs) + 1)
                 print(f"running Flower with {args.flower_python} ...", flush=True)
                 flower = run_flower(args.flower_python, flower_flags, args.flower_rounds, args.warmup, Path(tmp))
         base = rows[0]["round_s"]
         print(f"\n{args.clients} registered clients, {args.participants} participants/round, "
               f"{args.rounds} rounds ({args.warmup} warm-up), {os.cpu_count()} cores")
-        print(f"{'np':>4} {'round(s)':>9} {'ratio':>6} {'clients/s':>10} {'outside':>8} "
-              f"{'rss max(MB)':>12} {'rss mean(MB)':>13}")
+        print(f"{'np':>4} {'engine':>10} {'round(s)':>9} {'ratio':>6} {'clients/s':>10} {'outside':>8} "
+              f"{'rss max(MB)':>12} {'rss mean(MB)':>13} {'tree RSS(MB)':>13}")
         for r in rows:
-            print(f"{r['np']:>4} {r['round_s']:>9.3f} {r['round_s'] / base:>6.2f} {r['clients_per_s']:>10.1f} "
-                  f"{r['outside']:>8.1%} {r['rss_max'] / 1e6:>12.0f} {r['rss_mean'] / 1e6:>13.0f}")
-        if len(rows) > 1:
-            print(f"steady-state round time at -np {rows[-1]['np']} / -np {rows[0]['np']}: "
-                  f"{rows[-1]['round_s'] / base:.2f} (target <= 1.3)")
+            print(f"{r['np']:>4} {r['engine']:>10} {r['round_s']:>9.3f} {r['round_s'] / base:>6.2f} "
+                  f"{r['clients_per_s']:>10.1f} {r['outside']:>8.1%} {r['rss_max'] / 1e6:>12.0f} "
+                  f"{r['rss_mean'] / 1e6:>13.0f} {r['tree'].rss_bytes / 1e6:>13.0f}")
+        if len(args.sizes) > 1:
+            last = rows[len(args.sizes) - 1]
+            print(f"steady-state round time at -np {last['np']} / -np {rows[0]['np']}: "
+                  f"{last['round_s'] / base:.2f} (target <= 1.3)")
         if flower is not None:
             _print_flower(rows[0], flower, args)
         if args.registry_clients:
@@ -200,12 +221,36 @@ class FLScalingJob(Job):
         return 0
 
 
+def _engines(value: str, passthrough: list[str]) -> list[str]:
+    """The engines of ``--client-training VALUE``, checked against the config's choices.
+
+    Raises
+    ------
+    InputError
+        An unknown or repeated engine, none, or ``--client_training`` among the job flags.
+    """
+    from typing import get_args
+
+    from hpcbench.fl.config import FLConfig
+
+    choices = get_args(FLConfig.model_fields["client_training"].annotation)
+    engines = [e for e in value.split(",") if e]
+    bad = [e for e in engines if e not in choices]
+    if not engines or bad or len(set(engines)) != len(engines):
+        raise InputError(f"--client-training: expected distinct comma-separated engines among "
+                         f"{', '.join(choices)}, got {value!r}")
+    if any(a == "--client_training" or a.startswith("--client_training=") for a in passthrough):
+        raise InputError("--client_training: fl-bench sets each job's engine; use --client-training ENGINES")
+    return engines
+
+
 def _print_flower(ours: dict, flower: dict, args) -> None:
     """The side-by-side table of hpcbench's first world size and Flower, with the ratios."""
     cfg = ours["config"]
     mb = 1e6
     ranks_rss, ranks_pss = ours["ranks_rss_pss"]
-    print(f"\nFlower {flower['flwr']} (Ray {flower['ray']}) vs hpcbench -np {ours['np']}, same task: "
+    print(f"\nFlower {flower['flwr']} (Ray {flower['ray']}) vs hpcbench -np {ours['np']} ({ours['engine']}), "
+          f"same task: "
           f"{args.clients} clients, {args.participants} participants/round, {cfg['local_steps']} local steps, "
           f"batch {cfg['batch_size']}, lr {cfg['learning_rate']}, {cfg['dataset']['samples_per_client']} "
           f"samples/client; steady rounds after {args.warmup} (Flower: "

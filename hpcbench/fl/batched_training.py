@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from hpcbench.fl.models import load_flat_parameters
+from hpcbench.fl.numpy_training import chunks_by_batch_size
 from hpcbench.fl.training import LocalResult, local_loss
 
 __all__ = ["CHUNK", "train_clients_batched"]
@@ -83,16 +84,11 @@ def train_clients_batched(model: torch.nn.Module, global_flat: torch.Tensor, sha
         In the order of ``shards``; the fields of :func:`train_client`'s.
     """
     results: list[LocalResult | None] = [None] * len(shards)
-    groups: dict[int, list[int]] = {}
-    for i, shard in enumerate(shards):
-        groups.setdefault(min(batch_size, shard.num_examples), []).append(i)
-    for bs, members in sorted(groups.items()):
-        for lo in range(0, len(members), CHUNK):
-            chunk = members[lo:lo + CHUNK]
-            for i, res in zip(chunk, _train_chunk(model, global_flat, [shards[i] for i in chunk], bs, local_steps,
-                                                  batch_size, learning_rate, momentum,
-                                                  [generators[i] for i in chunk], regulariser, global_loss)):
-                results[i] = res
+    for bs, chunk in chunks_by_batch_size([s.num_examples for s in shards], batch_size, CHUNK):
+        for i, res in zip(chunk, _train_chunk(model, global_flat, [shards[i] for i in chunk], bs, local_steps,
+                                              batch_size, learning_rate, momentum,
+                                              [generators[i] for i in chunk], regulariser, global_loss)):
+            results[i] = res
     return results
 
 

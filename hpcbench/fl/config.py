@@ -210,8 +210,8 @@ class FLConfig(_Strict):
     """client SGD learning rate"""
     momentum: float = Field(0.0, ge=0, lt=1)
     """client SGD momentum"""
-    client_training: Literal["sequential", "batched"] = "sequential"
-    """sequential: one client at a time (same bits at any -np); batched: vmapped together, not bit-identical"""
+    client_training: Literal["sequential", "batched", "numpy"] = "sequential"
+    """sequential: one client at a time (same bits at any -np); batched: vmapped together, not bit-identical; numpy: torch-free engine (mlp/logreg, sync), no rank imports torch"""
     decay_factor: float = Field(1.0, gt=0, le=1)
     """client learning rate x this every decay_round rounds (1: constant; FedScale 0.98)"""
     decay_round: int = Field(10, ge=1, le=1_000_000)
@@ -265,10 +265,32 @@ class FLConfig(_Strict):
         if self.client_training == "batched" and (self.mode != "sync" or model_kind != "features"):
             raise ValueError(f"client_training 'batched' needs mode 'sync' and a model reading feature vectors "
                              f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
+        if self.client_training == "numpy":
+            self._check_numpy_engine()
         for name in ("learning_rate", "overcommitment"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")
         return self
+
+    def _check_numpy_engine(self) -> None:
+        """Refuse settings the torch-free engine (:mod:`hpcbench.fl.numpy_training`) does not implement."""
+        problems = []
+        if self.mode != "sync":
+            problems.append(f"mode {self.mode!r} (needs 'sync')")
+        if MODELS[self.model.name].numpy_target is None:
+            problems.append(f"model {self.model.name!r} (numpy models: "
+                            f"{', '.join(n for n, m in MODELS.items() if m.numpy_target)})")
+        for key in ("uplink_compression", "downlink_compression"):
+            if getattr(self, key).enabled:
+                problems.append(f"{key}.name {getattr(self, key).name!r} (the codecs are torch's; needs 'none')")
+        if self.traces.compute_cost != "trace":
+            problems.append(f"traces.compute_cost {self.traces.compute_cost!r} (torch counts the FLOPs; "
+                            f"needs 'trace')")
+        aggregator = AGGREGATORS[self.aggregator.name](self.aggregator)
+        if aggregator.client_regulariser() is not None and aggregator.client_regulariser_gradient() is None:
+            problems.append(f"aggregator {self.aggregator.name!r} (its client-side term has no numpy gradient)")
+        if problems:
+            raise ValueError("client_training 'numpy' does not support " + "; ".join(problems))
 
 
 def flatten_keys(model: type[BaseModel] = FLConfig, prefix: str = "") -> list[str]:

@@ -46,6 +46,8 @@ class CompressionConfig(Strict):
 
     @model_validator(mode="after")
     def _check(self):
+        if self.name == "none" and self.ratio is None and not self.options:
+            return self  # uncompressed: nothing to probe (and no torch to import)
         import torch
 
         from hpcbench.compress.registry import compressor_class, names

@@ -181,6 +181,23 @@ class Aggregator(_Stateful, ABC):
         """
         return None
 
+    def client_regulariser_gradient(self):
+        """The gradient of :meth:`client_regulariser`'s term in numpy, for ``client_training: numpy``.
+
+        An aggregator with a client-side term must give its gradient here for
+        the numpy engine to support it (the config refuses the pair
+        otherwise); None (the default) means no term, or no numpy form.
+
+        Returns
+        -------
+        callable or None
+            ``grad(params, global_params) -> ndarray`` with ``params`` a stack
+            of clients' flat parameter vectors, float32 of shape ``(m, P)``,
+            and ``global_params`` the global model's, shape ``(P,)``; the
+            result has ``params``' shape and dtype.
+        """
+        return None
+
 
 class Selector(_Stateful, ABC):
     """Participant selection, fed back each round's per-client outcome.

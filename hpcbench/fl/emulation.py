@@ -24,6 +24,10 @@ CPU affinity masks), chosen in rotation so every executor takes its turn, and
 balances the clients over those by expected work. ``all`` uses every executor
 each round; a number caps the executors per node. Which executor trains a
 client never changes its result.
+
+Torch is imported only by the torch engines (``client_training``
+``sequential`` or ``batched``); with ``numpy``
+(:mod:`hpcbench.fl.numpy_training`) no rank imports it.
 """
 
 from __future__ import annotations
@@ -38,13 +42,12 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from mpi4py import MPI
 
 from hpcbench.fl.contracts import (STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER, ClientUpdates,
                                    RoundFeedback)
 from hpcbench.fl.output import CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED
-from hpcbench.fl.training import client_generator, decayed_learning_rate, evaluate, train_client
+from hpcbench.fl.training_result import decayed_learning_rate
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import fault_point
@@ -108,8 +111,9 @@ class Emulation:
     cfg : hpcbench.fl.config.FLConfig
     comm : mpi4py.MPI.Comm
     dataset : hpcbench.fl.data.FederatedDataset
-    model : torch.nn.Module
-        Initial global model (identical on every rank).
+    model : torch.nn.Module or hpcbench.fl.models.numpy_mlp.NumpyMLP
+        Initial global model (identical on every rank); the numpy twin under
+        ``client_training: numpy``.
     clock : hpcbench.fl.clock.VirtualClock
         Holds the :class:`hpcbench.fl.contracts.Selector`, which the aggregator
         rank feeds back every round's per-client outcome.
@@ -117,7 +121,7 @@ class Emulation:
         Server optimizer (its client-side term, if any, is applied by the executors).
     """
 
-    def __init__(self, cfg, comm: MPI.Comm, dataset, model: torch.nn.Module, clock, aggregator) -> None:
+    def __init__(self, cfg, comm: MPI.Comm, dataset, model, clock, aggregator) -> None:
         self.cfg = cfg
         self.comm = comm
         self.rank = comm.rank
@@ -129,7 +133,8 @@ class Emulation:
         self.executors = list(range(1, self.size)) or [0]
         self._nodes = self._executor_nodes()
         self.waker = Waker(comm)
-        self.num_params = sum(p.numel() for p in model.parameters())
+        self._numpy = cfg.client_training == "numpy"
+        self.num_params = model.num_parameters if self._numpy else sum(p.numel() for p in model.parameters())
         self._model_buf = np.zeros(self.num_params, dtype=np.float32)
         self._cap = math.ceil(cfg.participants * cfg.overcommitment)
         self._trained = 0
@@ -204,12 +209,14 @@ class Emulation:
         return decayed_learning_rate(cfg.learning_rate, round_, cfg.decay_factor, cfg.decay_round,
                                      cfg.min_learning_rate)
 
-    def _train_one(self, cid: int, stream: int, global_flat: torch.Tensor, lr: float, delta: np.ndarray,
+    def _train_one(self, cid: int, stream: int, global_flat, lr: float, delta: np.ndarray,
                    meta: np.ndarray) -> None:
-        """Train client ``cid`` from ``global_flat``; write its update and ``_META`` row in place.
+        """Train client ``cid`` from ``global_flat`` (a torch tensor); write its update and ``_META`` row in place.
 
         ``stream`` seeds its shuffles with ``cid`` (the round, or FedBuff's task number).
         """
+        from hpcbench.fl.training import client_generator, train_client
+
         cfg = self.cfg
         res = train_client(self.model, global_flat, self.dataset.shard(cid), cfg.local_steps, cfg.batch_size,
                            lr, cfg.momentum, client_generator(cfg.seed, stream, cid), self._regulariser,
@@ -220,32 +227,64 @@ class Emulation:
         self._train_wall += res.train_wall_s
         self._trained += 1
 
-    def _train(self, ids: np.ndarray, round_: int, global_flat: torch.Tensor):
+    def _train(self, ids: np.ndarray, round_: int, global_flat: np.ndarray):
+        """Train clients ``ids`` of ``round_`` from ``global_flat`` (float32, shape (P,)) with the config's engine."""
         buf, deltas, meta = self._result_block(len(ids))
         lr = self.learning_rate(round_)
-        if self.cfg.client_training == "batched" and len(ids):
+        if not len(ids):
+            return buf, deltas, meta
+        if self._numpy:
+            self._train_numpy(ids, round_, global_flat, lr, deltas, meta)
+            return buf, deltas, meta
+        import torch
+
+        global_flat = torch.from_numpy(global_flat)
+        if self.cfg.client_training == "batched":
             self._train_batched(ids, round_, global_flat, lr, deltas, meta)
             return buf, deltas, meta
         for i, cid in enumerate(ids):
             self._train_one(int(cid), round_, global_flat, lr, deltas[i], meta[i])
         return buf, deltas, meta
 
-    def _train_batched(self, ids: np.ndarray, stream: int, global_flat: torch.Tensor, lr: float,
+    def _train_numpy(self, ids: np.ndarray, stream: int, global_flat: np.ndarray, lr: float,
+                     deltas: np.ndarray, meta: np.ndarray) -> None:
+        """``client_training: numpy``: train all of ``ids`` in numpy (:mod:`hpcbench.fl.numpy_training`)."""
+        from hpcbench.fl.numpy_training import batch_indices, client_rng, train_clients_numpy
+
+        cfg = self.cfg
+        shards = [self.dataset.shard_arrays(int(c)) for c in ids]
+        indices = [batch_indices(len(y), min(cfg.batch_size, len(y)), cfg.local_steps,
+                                 client_rng(cfg.seed, stream, int(c))) for c, (_, y) in zip(ids, shards)]
+        results = train_clients_numpy(self.model, global_flat, shards, cfg.local_steps, cfg.batch_size, lr,
+                                      cfg.momentum, indices, self.aggregator.client_regulariser_gradient(),
+                                      self.aggregator.needs_global_loss, out=deltas)
+        self._store(results, deltas, meta, copy=False)
+
+    def _store(self, results: list, deltas: np.ndarray, meta: np.ndarray, copy: bool = True) -> None:
+        """Write a list of :class:`hpcbench.fl.training_result.LocalResult` into the result block's rows.
+
+        ``copy=False``: the updates are already in ``deltas`` (the numpy engine writes them there).
+        """
+        for i, res in enumerate(results):
+            if copy:
+                deltas[i] = res.delta
+            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
+                       res.global_loss)
+            self._train_wall += res.train_wall_s
+        self._trained += len(results)
+
+    def _train_batched(self, ids: np.ndarray, stream: int, global_flat, lr: float,
                        deltas: np.ndarray, meta: np.ndarray) -> None:
         """``client_training: batched``: train all of ``ids`` together (:mod:`hpcbench.fl.batched_training`)."""
         from hpcbench.fl.batched_training import train_clients_batched
+        from hpcbench.fl.training import client_generator
 
         cfg = self.cfg
         results = train_clients_batched(
             self.model, global_flat, [self.dataset.shard(int(c)) for c in ids], cfg.local_steps, cfg.batch_size,
             lr, cfg.momentum, [client_generator(cfg.seed, stream, int(c)) for c in ids], self._regulariser,
             self.aggregator.needs_global_loss)
-        for i, res in enumerate(results):
-            deltas[i] = res.delta
-            meta[i] = (res.num_examples, res.train_loss, res.train_wall_s, res.train_cpu_s, res.utility,
-                       res.global_loss)
-            self._train_wall += res.train_wall_s
-        self._trained += len(results)
+        self._store(results, deltas, meta)
 
     def _dispatch(self, round_: int, params: np.ndarray, plan) -> list:
         """Aggregator: send each active executor its client count and ids, and the global model.
@@ -422,12 +461,11 @@ class Emulation:
         t0 = time.perf_counter()
         params = None
         if self.rank == 0:
-            from hpcbench.fl.models import flat_parameters
-            params = flat_parameters(self.model).numpy().copy()
+            params = self.initial_parameters()
             rounds_tab = results.table("rounds", ROUND_COLUMNS, "one row per round") if results else None
             clients_tab = results.table("clients", CLIENT_COLUMNS, "one row per selected client per round") \
                 if results else None
-            x_test, y_test = self.dataset.test_set()
+            x_test, y_test = self.dataset.test_arrays() if self._numpy else self.dataset.test_set()
             tables = {"rounds": rounds_tab, "clients": clients_tab}
         stop = False
         if self.rank == 0 and self.resume is not None:
@@ -445,7 +483,7 @@ class Emulation:
                 mine = self._receive_work(round_, stop_req)
                 if mine is None:
                     break
-                block, _, _ = self._train(mine, round_, torch.from_numpy(self._model_buf))
+                block, _, _ = self._train(mine, round_, self._model_buf)
                 if len(mine):
                     sends = isend_chunked(self.comm, block, 0, 3 * round_ + 2)
                     if self._signal_wakeups:
@@ -458,7 +496,7 @@ class Emulation:
             sent = self.broadcast_model(params)
             sends = self._dispatch(round_, sent, plan)
             mine = plan.get(0, np.zeros(0, np.int64))
-            _, deltas, meta = self._train(mine, round_, torch.from_numpy(sent))
+            _, deltas, meta = self._train(mine, round_, sent)
             # aggregator: gather every executor's block, order by client id, aggregate
             blocks = {0: (mine, deltas, meta)} if len(mine) else {}
             self._collect(plan, 3 * round_ + 2, blocks, sends)
@@ -491,6 +529,14 @@ class Emulation:
                 progress.set_postfix(acc=f"{shown:.3f}", vtime=f"{timing.end_s:.0f}s", refresh=False)
         return self._finish(summary, t0, params, results, None if self.rank == 0 else stop_req)
 
+    def initial_parameters(self) -> np.ndarray:
+        """The initial global model as a new flat float32 array of shape (P,)."""
+        if self._numpy:
+            return self.model.initial.copy()
+        from hpcbench.fl.models import flat_parameters
+
+        return flat_parameters(self.model).numpy().copy()
+
     @staticmethod
     def _in_order(blocks: dict, field: int, order: np.ndarray, width: int, dtype) -> np.ndarray:
         """Rows ``field`` of every block, stacked in ``order`` (client id order), written once.
@@ -519,7 +565,16 @@ class Emulation:
         cfg = self.cfg
         if step % cfg.eval_interval and step != cfg.rounds:
             return math.nan, math.nan, False
-        acc, loss = evaluate(self.model, torch.from_numpy(params), *test_set)
+        if self._numpy:
+            from hpcbench.fl.numpy_training import evaluate_numpy
+
+            acc, loss = evaluate_numpy(self.model, params, *test_set)
+        else:
+            import torch
+
+            from hpcbench.fl.training import evaluate
+
+            acc, loss = evaluate(self.model, torch.from_numpy(params), *test_set)
         summary.final_accuracy = acc
         if acc < cfg.target_accuracy or summary.rounds_to_accuracy >= 0:
             return acc, loss, False

@@ -105,11 +105,12 @@ class FLJob(Job):
         return None if self.resume is None else self.resume["output"]
 
     def prepare(self) -> None:
-        import torch
-
         from hpcbench.runtime.heap import fix_mmap_threshold
 
-        torch.set_num_threads(1)
+        if self.cfg.client_training != "numpy":  # the numpy engine never imports torch
+            import torch
+
+            torch.set_num_threads(1)
         fix_mmap_threshold()  # each round's update buffers go back to the system when freed
         self.setup = prepare(self.cfg, self.comm)
 
@@ -121,7 +122,7 @@ class FLJob(Job):
 
     def provenance(self) -> dict:
         setup, cfg = self.setup, self.cfg
-        return dict(num_parameters=sum(p.numel() for p in setup.model.parameters()),
+        return dict(num_parameters=setup.num_parameters,
                     model_bytes=setup.model_bytes, registered_clients=setup.dataset.num_clients,
                     client_metadata_bytes=setup.dataset.metadata_nbytes() + setup.clock.registry.nbytes(),
                     job_name=cfg.job_name, target_accuracy=cfg.target_accuracy,
@@ -130,10 +131,11 @@ class FLJob(Job):
                     uplink_wire_bytes=setup.clock.up_bytes, downlink_wire_bytes=setup.clock.down_bytes)
 
     def run(self, results) -> int:
-        from hpcbench.fl.asynchronous_loop import AsyncEmulation
-        from hpcbench.fl.emulation import Emulation
-
         cfg, setup, comm = self.cfg, self.setup, self.comm
+        if cfg.mode == "async":  # imported only when used: FedBuff's loop is torch's
+            from hpcbench.fl.asynchronous_loop import AsyncEmulation as loop
+        else:
+            from hpcbench.fl.emulation import Emulation as loop
         if comm.rank == 0:
             from hpcbench.fl.header import describe
 
@@ -143,8 +145,7 @@ class FLJob(Job):
             from tqdm import tqdm
             progress = tqdm(total=cfg.rounds, initial=self.resume["step"] if self.resume else 0,
                             desc=cfg.job_name, unit="round", file=sys.stderr)
-        emu = (AsyncEmulation if cfg.mode == "async" else Emulation)(
-            cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
+        emu = loop(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
         emu.uplink, emu.downlink = setup.uplink, setup.downlink
         if self.resume is not None:
             emu.resume, emu.resume_step = (self.resume if comm.rank == 0 else None), int(self.resume["step"])

@@ -28,10 +28,12 @@ class Setup:
     cfg: FLConfig
     dataset: FederatedDataset
     model: FLModel
+    """the torch model, or its numpy twin under ``client_training: numpy``"""
     clock: VirtualClock
     selector: Selector
     aggregator: Aggregator
     model_bytes: int
+    num_parameters: int
     uplink: object = None
     downlink: object = None
 
@@ -60,7 +62,9 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     """Load data, traces and model; build the registry and the virtual clock.
 
     Collective over ``comm`` when given (rank 0 loads the dataset's inputs
-    and broadcasts them).
+    and broadcasts them). Under ``client_training: numpy`` the model is the
+    numpy twin (:func:`hpcbench.fl.models.build_numpy_model`) and nothing
+    here imports torch.
 
     Raises
     ------
@@ -68,12 +72,10 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
         A trace or data file is missing or malformed, or the config does not fit
         the data (e.g. more participants than registered clients).
     """
-    import torch
-
     from hpcbench.fl.aggregation import AGGREGATORS
     from hpcbench.fl.clock import ClientRegistry, VirtualClock, expected_durations
     from hpcbench.fl.data import build_dataset
-    from hpcbench.fl.models import build_model
+    from hpcbench.fl.models import build_model, build_numpy_model
     from hpcbench.fl.selection import SELECTORS
 
     try:
@@ -88,9 +90,15 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     availability = _load_trace("availability", cfg.traces.availability)
     registry = ClientRegistry(dataset.num_clients, dataset.client_sizes(), len(device), len(bandwidth),
                               len(availability), cfg.seed)
-    model = build_model(cfg.model, dataset, cfg.seed)
-    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    uplink, downlink = _codecs(cfg, model)
+    if cfg.client_training == "numpy":  # the config refused compression and FLOPs charging with it
+        model = build_numpy_model(cfg.model, dataset, cfg.seed)
+        num_parameters, model_bytes = model.num_parameters, 4 * model.num_parameters  # float32
+        uplink = downlink = None
+    else:
+        model = build_model(cfg.model, dataset, cfg.seed)
+        num_parameters = sum(p.numel() for p in model.parameters())
+        model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        uplink, downlink = _codecs(cfg, model)
     down_bytes = model_bytes if downlink is None else downlink.wire_bytes
     up_bytes = model_bytes if uplink is None else uplink.wire_bytes
     work = cfg.local_steps * cfg.batch_size
@@ -101,9 +109,8 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
         work)
     clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector, compute_scale)
     clock.down_bytes, clock.up_bytes = down_bytes, up_bytes
-    del torch
     return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
-                 model_bytes, uplink, downlink)
+                 model_bytes, num_parameters, uplink, downlink)
 
 
 def _compute_scale(cfg, model, dataset) -> float:

@@ -62,14 +62,13 @@ def collect(comm: MPI.Comm, hostnames: list[str], seed: int | None, start_time: 
     """
     import h5py
     import numpy
-    import torch
 
     attrs = {
         "hpcbench_version": hpcbench.__version__,
         "git_commit": git_commit(),
         "mpi_library_version": mpi_library_version(),
         "mpi4py_version": __import__("mpi4py").__version__,
-        "torch_version": torch.__version__,
+        "torch_version": _torch_version(),
         "numpy_version": numpy.__version__,
         "h5py_version": h5py.__version__,
         "world_size": int(comm.size),
@@ -84,3 +83,20 @@ def collect(comm: MPI.Comm, hostnames: list[str], seed: int | None, start_time: 
     if seed is not None:
         attrs["seed"] = int(seed)
     return attrs
+
+
+def _torch_version() -> str:
+    """Installed torch's version without importing it (a job that does not use torch stays torch-free).
+
+    The version of the imported module when a runner has imported it, else
+    the installed distribution's metadata; ``""`` when torch is not installed.
+    """
+    import sys
+    from importlib import metadata
+
+    if "torch" in sys.modules:
+        return str(sys.modules["torch"].__version__)
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return ""

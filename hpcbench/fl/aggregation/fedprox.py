@@ -45,3 +45,14 @@ class FedProx(FedAvg):
             return 0.5 * mu * total
 
         return proximal
+
+    def client_regulariser_gradient(self):
+        """``mu (w - w_global)``, the proximal term's gradient, on a numpy stack (None when ``mu == 0``)."""
+        mu = self.config.mu
+        if mu == 0:
+            return None
+
+        def gradient(params, global_params):
+            return (params - global_params) * params.dtype.type(mu)
+
+        return gradient

@@ -1,12 +1,20 @@
-"""The federated dataset abstraction: registered clients as CSR metadata, shards on demand."""
+"""The federated dataset abstraction: registered clients as CSR metadata, shards on demand.
+
+Torch-free at import: only the torch engines' shards and test sets are torch
+tensors (``client_training: numpy`` never imports torch).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported only where a torch engine needs it
+    import torch
 
 __all__ = ["ClientShard", "FederatedDataset"]
 
@@ -31,6 +39,8 @@ class ClientShard:
     def batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets of local examples ``idx`` (int64 tensor of shape (B,))."""
         if self._window:
+            import torch
+
             pos = idx[:, None] + torch.arange(self._window)[None, :]
             return self._inputs[pos], self._inputs[pos + 1]
         return self._inputs[idx], self._targets[idx]
@@ -66,6 +76,20 @@ class FederatedDataset(ABC):
     @abstractmethod
     def test_set(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Held-out test inputs and targets, evaluated by the aggregator."""
+
+    def shard_arrays(self, client_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """Client ``client_id``'s local inputs and targets as numpy arrays (the numpy engine's shard).
+
+        This default converts :meth:`shard`'s tensors (and so imports torch);
+        a dataset holding numpy arrays overrides it.
+        """
+        shard = self.shard(client_id)
+        return shard._inputs.numpy(), shard._targets.numpy()
+
+    def test_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`test_set` as numpy arrays (this default converts the tensors)."""
+        x, y = self.test_set()
+        return x.numpy(), y.numpy()
 
     def metadata_nbytes(self) -> int:
         """Bytes held for the client split (the per-client metadata)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from hpcbench.fl.data.base import ClientShard, FederatedDataset
 from hpcbench.fl.data.partition import dirichlet_partition, iid_partition, sampled_partition
@@ -48,10 +47,10 @@ class DigitsDataset(FederatedDataset):
 
     def __init__(self, cfg, seed: int, inputs=None) -> None:
         x_train, x_test, y_train, y_test = self.load_inputs(cfg, seed) if inputs is None else inputs
-        self._x = torch.from_numpy(np.ascontiguousarray(x_train))
-        self._y = torch.from_numpy(np.ascontiguousarray(y_train))
-        self._x_test = torch.from_numpy(np.ascontiguousarray(x_test))
-        self._y_test = torch.from_numpy(np.ascontiguousarray(y_test))
+        self._x = np.ascontiguousarray(x_train, dtype=np.float32)
+        self._y = np.ascontiguousarray(y_train, dtype=np.int64)
+        self._x_test = np.ascontiguousarray(x_test, dtype=np.float32)
+        self._y_test = np.ascontiguousarray(y_test, dtype=np.int64)
         rng = np.random.default_rng([seed, 0x5EED])
         if cfg.samples_per_client is not None:
             alpha = None if cfg.partition == "iid" else cfg.alpha
@@ -76,13 +75,24 @@ class DigitsDataset(FederatedDataset):
     def client_labels(self, client_id: int) -> np.ndarray:
         """Labels of a client's samples (int64), e.g. to inspect label skew."""
         idx = self.indices[self.offsets[client_id]:self.offsets[client_id + 1]]
-        return self._y.numpy()[idx]
+        return self._y[idx]
 
     def shard(self, client_id: int) -> ClientShard:
-        idx = torch.from_numpy(self.indices[self.offsets[client_id]:self.offsets[client_id + 1]].astype(np.int64))
-        return ClientShard(client_id, int(idx.numel()), self._x[idx], self._y[idx])
+        import torch
+
+        x, y = self.shard_arrays(client_id)
+        return ClientShard(client_id, len(y), torch.from_numpy(x), torch.from_numpy(y))
+
+    def shard_arrays(self, client_id: int) -> tuple[np.ndarray, np.ndarray]:
+        idx = self.indices[self.offsets[client_id]:self.offsets[client_id + 1]]
+        return self._x[idx], self._y[idx]
 
     def test_set(self):
+        import torch
+
+        return torch.from_numpy(self._x_test), torch.from_numpy(self._y_test)
+
+    def test_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         return self._x_test, self._y_test
 
     def metadata_nbytes(self) -> int:

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from hpcbench.fl.data.base import ClientShard, FederatedDataset
 
@@ -94,6 +93,8 @@ class ShakespeareDataset(FederatedDataset):
             names.append(name)
         if not names:
             raise ValueError(f"no role in {str(path)!r} has {cfg.seq_len + 2} training characters")
+        import torch  # only the torch engines train character models
+
         self.roles = names
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self._train = torch.from_numpy(np.concatenate(train_parts))

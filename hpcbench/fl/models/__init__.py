@@ -1,41 +1,110 @@
-"""Models of the federated emulation; a registry maps ``model.name`` to a builder."""
+"""Models of the federated emulation; a registry maps ``model.name`` to a builder.
+
+Torch-free at import: a registry line names its model class by import path
+and declares its ``input_kind`` (``tests/test_fl_numpy.py`` checks it against
+the class), so validating a config and running the numpy engine
+(``client_training: numpy``) never import torch; the torch model class is
+imported when a torch engine builds it.
+"""
 
 from __future__ import annotations
 
-import torch
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hpcbench.fl.contracts import FLModel
-from hpcbench.fl.models.charlstm import CharLSTM
-from hpcbench.fl.models.logreg import LogReg
-from hpcbench.fl.models.mlp import MLP
 
-__all__ = ["MODELS", "build_model", "flat_parameters", "load_flat_parameters"]
+if TYPE_CHECKING:  # torch is imported only where a torch engine needs it
+    import torch
 
-#: model name -> :class:`hpcbench.fl.contracts.FLModel` class (``build(ModelConfig, dataset)``)
-MODELS: dict[str, type[FLModel]] = {
-    "mlp": MLP,
-    "logreg": LogReg,
-    "charlstm": CharLSTM,
+__all__ = ["ModelEntry", "MODELS", "build_model", "build_numpy_model", "flat_parameters", "load_flat_parameters"]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One registered model.
+
+    Attributes
+    ----------
+    target : str
+        ``module:Class`` of its :class:`hpcbench.fl.contracts.FLModel` (a ``torch.nn.Module``).
+    input_kind : str
+        The class's ``input_kind`` (``features`` or ``tokens``).
+    numpy_target : str or None
+        ``module:Class`` of its numpy twin for ``client_training: numpy``
+        (same flat parameter layout), or None when only the torch engines train it.
+    """
+
+    target: str
+    input_kind: str
+    numpy_target: str | None = None
+
+    def load(self) -> type[FLModel]:
+        """The torch model class (imports torch)."""
+        return _load(self.target)
+
+    def load_numpy(self) -> type:
+        """The numpy model class.
+
+        Raises
+        ------
+        ValueError
+            The model has no numpy twin.
+        """
+        if self.numpy_target is None:
+            raise ValueError(f"model {self.target} has no numpy implementation")
+        return _load(self.numpy_target)
+
+
+def _load(target: str):
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+#: model name -> :class:`ModelEntry` (the class is built with ``build(ModelConfig, dataset)``)
+MODELS: dict[str, ModelEntry] = {
+    "mlp": ModelEntry("hpcbench.fl.models.mlp:MLP", "features", "hpcbench.fl.models.numpy_mlp:NumpyMLP"),
+    "logreg": ModelEntry("hpcbench.fl.models.logreg:LogReg", "features", "hpcbench.fl.models.numpy_mlp:NumpyMLP"),
+    "charlstm": ModelEntry("hpcbench.fl.models.charlstm:CharLSTM", "tokens"),
 }
 
 
 def build_model(cfg, dataset, seed: int) -> FLModel:
-    """Build model ``cfg.name`` for ``dataset`` with parameters initialised from ``seed``."""
+    """Build model ``cfg.name`` for ``dataset`` with parameters initialised from ``seed`` (torch)."""
+    import torch
+
+    cls = MODELS[cfg.name].load()
     torch.manual_seed(seed)
-    return MODELS[cfg.name].build(cfg, dataset)
+    return cls.build(cfg, dataset)
 
 
-def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
-    """All parameters as one float32 vector of shape (num_parameters,), a copy."""
+def build_numpy_model(cfg, dataset, seed: int):
+    """The numpy twin of model ``cfg.name`` for ``dataset``, initial parameters drawn from ``seed``.
+
+    Raises
+    ------
+    ValueError
+        The model has no numpy twin (see :attr:`ModelEntry.numpy_target`).
+    """
+    return MODELS[cfg.name].load_numpy().build(cfg, dataset, seed)
+
+
+def flat_parameters(model) -> torch.Tensor:
+    """All parameters of a torch model as one float32 vector of shape (num_parameters,), a copy."""
+    import torch
+
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
 
 
-def load_flat_parameters(model: torch.nn.Module, flat: torch.Tensor, params: list | None = None) -> None:
+def load_flat_parameters(model, flat, params: list | None = None) -> None:
     """Copy a flat float32 vector into the model's parameters (never aliasing ``flat``).
 
     ``params``: ``list(model.parameters())`` when the caller already has it
     (saves walking the module tree once per client).
     """
+    import torch
+
     with torch.no_grad():
         pos = 0
         for p in model.parameters() if params is None else params:
