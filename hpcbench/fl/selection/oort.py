@@ -227,8 +227,9 @@ class Oort(Selector):
         clip_bound: float = Field(0.9, gt=0, le=1, description="utility quantile utilities are clipped at")
         cut_off_util: float = Field(0.05, ge=0, le=1,
                                     description="candidates score at least this x the cut-off score")
-        candidate_factor: float = Field(10.0, ge=1, le=1e6, allow_inf_nan=False,
-                                        description="candidates are at least this x the exploitation slots")
+        candidate_factor: float = Field(
+            10.0, ge=1, le=1e6, allow_inf_nan=False,
+            description="candidates are more than this x the exploitation slots (FedScale: 10)")
         sample_window: float = Field(5.0, ge=1, le=1e6, allow_inf_nan=False,
                                      description="explore among the best sample_window x slots unexplored")
         pacer_step: int = Field(20, ge=1, le=1_000_000, description="rounds per pacer window")
