@@ -184,6 +184,9 @@ def test_fedscale_traces_and_policies():
     assert job.tree["aggregator"] == {"name": "qfedavg", "q": 2.0} and job.tree["seed"] == 7
     assert translate_job_conf([{"gradient_policy": "fed-prox"}, {"proxy_mu": 0.3}]).tree["aggregator"] == {
         "name": "fedprox", "mu": 0.3}
+    oort = translate_job_conf([{"sample_mode": "oort"}, {"exploration_alpha": 0.5}])  # FedScale only logs it
+    assert oort.ignored == ["exploration_alpha (unused by FedScale too)"]
+    assert "exploration_alpha" not in str(oort.tree)
 
 
 def test_docs_name_every_fedscale_key():

@@ -12,7 +12,7 @@ from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config import ConfigError, FLConfig, load_config
 from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER, ClientUpdates, RoundFeedback
 from hpcbench.fl.selection import SELECTORS
-from hpcbench.fl.selection.oort import Oort, oort_scores, pacer_step
+from hpcbench.fl.selection.oort import Oort, exploit_candidates, oort_scores, pacer_step
 from hpcbench.fl.training import decayed_learning_rate, train_client
 
 # Two clients (n = 1 and 3), two rounds, from w0 = [1, -2]. Example-weighted mean update:
@@ -196,6 +196,21 @@ def test_oort_pacer_worked_example(history, round_, expected):
     assert pacer_step(history, round_, 2, 5.0, 30.0) == expected
 
 
+@pytest.mark.parametrize("k, factor, expected", [
+    # scores by id: 3.0, 5.0, 0.05, 4.0, 0.01, 0.1 -> ranking ids 1, 3, 0, 5, 2, 4
+    (1, 4.0, [1, 3, 0, 5, 2]),     # cut 0.05 x 4.0 (2nd best) = 0.2: 3 above; more than 4 x 1: 5 kept
+    (2, 1.0, [1, 3, 0]),           # cut 0.05 x 3.0 = 0.15: 3 above; more than 2: 3
+    (2, 2.5, [1, 3, 0, 5, 2, 4]),  # more than 5: 6, all
+    (6, 1.0, [1, 3, 0, 5, 2, 4]),  # k beyond the last position: cut from the last (0.01 x 0.05): all
+])
+def test_oort_exploit_candidates_worked_example(k, factor, expected):
+    score = np.array([3.0, 5.0, 0.05, 4.0, 0.01, 0.1])
+    ids = np.array([10, 11, 12, 13, 14, 15])
+    assert exploit_candidates(score, ids, k, 0.05, factor).tolist() == expected
+    tied = exploit_candidates(np.array([1.0, 2.0, 2.0]), np.array([7, 5, 3]), 1, 1.0, 1.0)
+    assert tied.tolist() == [2, 1]  # equal scores: lower id (3) first; cut 2.0: both above
+
+
 def test_oort_pacer_bounds():
     assert pacer_step([1, 1, 1, 1], 4, 2, 5.0, 98.0) == 100.0
     assert pacer_step([1, 1, 1, 50], 4, 2, 5.0, 7.0) == 5.0
@@ -242,6 +257,41 @@ def test_oort_feedback_stragglers_get_mean_utility_and_exploitation_follows_scor
     assert sel.last_round[:4].tolist() == [1, 1, 1, 1] and sel.times_selected[:5].tolist() == [1, 1, 1, 1, 0]
     picked = sel.select(2, np.arange(20), 3)  # no exploration: 3 of the 4 explored, by score
     assert set(picked.tolist()) <= {0, 1, 2, 3} and len(picked) == 3
+
+
+def test_oort_dropped_clients_get_no_feedback_and_pacer_worked_example():
+    # pacer_step 1, no exploration after round 1: round 1 explores 4 clients (all unexplored), round 2
+    # exploits those 4; the pacer's entry for round r is the mean utility of round r-1's exploited
+    # clients that completed it
+    sel = _oort(exploration_factor=0.0, exploration_min=0.0, round_threshold=100.0, pacer_step=1,
+                sample_window=1.0)
+    first = sel.select(1, np.arange(20), 4)
+    assert first.tolist() == [9, 10, 11, 12]  # initial reward min(10 (i + 1), 100): ties by id
+    sel.feedback(1, RoundFeedback(first, np.array([STATUS_COMPLETED, STATUS_COMPLETED, STATUS_DROPPED,
+                                                   STATUS_COMPLETED]),
+                                  np.array([1.0, 2.0, 9.0, 3.0]), np.array([10.0, 40.0, np.nan, 70.0]),
+                                  np.full(4, 30)))
+    # client 11 dropped: nothing recorded, still unexplored with its initial reward and expected duration
+    assert sel.times_selected[[9, 10, 11, 12]].tolist() == [1, 1, 0, 1]
+    assert sel.reward[11] == 100.0 and sel.duration_s[11] == pytest.approx(1.0 + 11.0)
+    assert sel.last_round[11] == 0
+    second = sel.select(2, np.arange(20), 3)  # 3 explored clients, 3 exploitation slots: all of them
+    assert second.tolist() == [9, 10, 12]
+    assert sel.exploit_history == [0.0, 0.0]  # rounds 1 and 2: no client exploited before
+    assert sel.round_threshold == 100.0       # sums 0 and 0 changed by <= 10 %: relaxed, capped at 100
+    sel.feedback(2, RoundFeedback(second, np.array([STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER]),
+                                  np.array([1.5, 8.0, 4.0]), np.array([12.0, np.nan, np.nan]), np.full(3, 30)))
+    # 9 completed (12); 10 dropped, keeps round 1's record; 12 straggled: the completed mean, 12
+    np.testing.assert_allclose(sel.reward[[9, 10, 12]], [12.0, 40.0, 12.0])
+    np.testing.assert_allclose(sel.duration_s[[9, 10, 12]], [1.5, 2.0, 4.0])
+    assert sel.last_round[[9, 10, 12]].tolist() == [2, 1, 2]
+    assert sel.times_selected[[9, 10, 11, 12]].tolist() == [2, 1, 0, 2]
+    sel.round_threshold = 30.0
+    sel.select(3, np.arange(20), 3)
+    # round 3's entry: only client 9 completed among the exploited: 12 / (1 + 1e-4); against round 2's 0
+    # the change is >= 5 x 0: tightened by 5
+    assert sel.exploit_history[-1] == pytest.approx(12.0 / 1.0001, rel=1e-12)
+    assert sel.round_threshold == 25.0
 
 
 def test_oort_fills_slots_when_unexplored_run_out():
@@ -337,7 +387,8 @@ def test_round_loop_feeds_back_statuses_durations_utilities():
         assert np.all(np.isnan(fb.utility[~t.aggregated]))
     assert sum(int((fb.status == STATUS_STRAGGLER).sum()) for _, fb in rec.calls) > 0
     assert sum(int((fb.status == STATUS_DROPPED).sum()) for _, fb in rec.calls) > 0
-    assert setup.selector.times_selected.sum() == sum(len(t.client_ids) for t in timings)
+    # dropped clients are not fed back (FedScale registers nothing for them)
+    assert setup.selector.times_selected.sum() == sum(int((~t.dropped).sum()) for t in timings)
 
 
 def test_fedbuff_loop_feeds_back_each_finished_task():

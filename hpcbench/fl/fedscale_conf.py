@@ -11,8 +11,9 @@ other top-level sections (``ps_ip``, ``worker_ips``, ``auth``,
 key, the hpcbench key it sets, FedScale's default where it differs from
 hpcbench's (applied when the file omits the key, so a conf.yml means the same
 job here as under FedScale), and its meaning. :data:`DEPLOYMENT_KEYS` are keys
-that only place, log or accelerate FedScale's processes; they are ignored (the
-caller prints them once). Any other key might change what is computed and
+that only place, log or accelerate FedScale's processes, and :data:`UNUSED_KEYS`
+keys FedScale reads but never uses; both are ignored (the caller prints them
+once). Any other key might change what is computed and
 hpcbench cannot honour it, so it is refused by name (:class:`ConfigError`,
 exit 2) rather than silently dropped. docs/fl.md shows the table.
 
@@ -35,7 +36,7 @@ from hpcbench.fl.models import MODELS
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime.config import ConfigError, read_yaml_mapping, short_repr
 
-__all__ = ["FedScaleKey", "FEDSCALE_KEYS", "DEPLOYMENT_KEYS", "GRADIENT_POLICIES", "FedScaleJob",
+__all__ = ["FedScaleKey", "FEDSCALE_KEYS", "DEPLOYMENT_KEYS", "UNUSED_KEYS", "GRADIENT_POLICIES", "FedScaleJob",
            "read_fedscale_conf", "translate_job_conf"]
 
 
@@ -130,6 +131,11 @@ DEPLOYMENT_KEYS = frozenset({
     "wandb_token", "wandb_entity", "use_wandb",
 })
 
+#: ``job_conf`` keys FedScale reads but nothing it computes uses: ignored. ``exploration_alpha`` only
+#: appears in a log line of its Oort selector (``thirdparty/oort/oort.py``; the score term that used it
+#: is commented out there).
+UNUSED_KEYS = frozenset({"exploration_alpha"})
+
 #: FedScale's ``gradient_policy`` spellings -> hpcbench aggregator (an hpcbench name is accepted as is).
 GRADIENT_POLICIES = {"fed-avg": "fedavg", "fed-prox": "fedprox", "fed-yogi": "fedyogi", "q-fedavg": "qfedavg"}
 
@@ -209,7 +215,7 @@ def translate_job_conf(entries: list, source: str = "job_conf") -> FedScaleJob:
     ------
     ConfigError
         ``job_conf`` is not a list of mappings; a key that is neither in
-        :data:`FEDSCALE_KEYS` nor in :data:`DEPLOYMENT_KEYS` (named); a value of
+        :data:`FEDSCALE_KEYS`, :data:`DEPLOYMENT_KEYS` nor :data:`UNUSED_KEYS` (named); a value of
         the wrong type; a dataset, model, ``sample_mode`` or ``gradient_policy``
         hpcbench does not have (named, with the available ones).
     """
@@ -222,6 +228,8 @@ def translate_job_conf(entries: list, source: str = "job_conf") -> FedScaleJob:
         for key, raw in entry.items():
             if key in DEPLOYMENT_KEYS:
                 ignored.append(str(key))
+            elif key in UNUSED_KEYS:
+                ignored.append(f"{key} (unused by FedScale too)")
             elif key in FEDSCALE_KEYS:
                 given[key] = _value(key, FEDSCALE_KEYS[key], raw)
             else:

@@ -3,8 +3,9 @@ Learning via Guided Participant Selection", OSDI 2021].
 
 The algorithm and its defaults follow the paper (Algorithm 1) and FedScale's
 implementation (``thirdparty/oort/oort.py``, ``fedscale/cloud/client_manager.py``,
-read for the facts; no code is shared). Deliberate differences are listed in
-:class:`Oort`.
+``fedscale/cloud/aggregation/aggregator.py``, read for the facts; no code is
+shared). Where it follows one against the other, and where it deliberately
+differs from both, is listed in :class:`Oort`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any, Mapping
 import numpy as np
 from pydantic import Field
 
-from hpcbench.fl.contracts import STATUS_COMPLETED, RoundFeedback, Selector, StrategyConfig
+from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_DROPPED, RoundFeedback, Selector, StrategyConfig
 
-__all__ = ["Oort", "oort_scores", "pacer_step"]
+__all__ = ["Oort", "oort_scores", "exploit_candidates", "pacer_step"]
 
 
 def oort_scores(reward: np.ndarray, duration_s: np.ndarray, last_round: np.ndarray, round_: int,
@@ -30,6 +31,17 @@ def oort_scores(reward: np.ndarray, duration_s: np.ndarray, last_round: np.ndarr
     values, index ``int(n * clip_bound)``), ``lo`` 0.999 times its minimum,
     ``R`` the round, ``L_i`` the last round the client took part in,
     ``t_i`` its last duration and ``T`` the preferred round duration.
+
+    FedScale takes ``c`` and ``lo`` over every online, non-blacklisted client
+    with a positive reward, unexplored ones included, and divides by
+    ``max(U) - lo`` (the unclipped maximum). Here both come from the clients
+    being scored and the span ends at the clip value, on purpose: an
+    unexplored client's reward is its sample count, not a measured
+    loss-weighted utility, so mixing it in makes the explored scores depend on
+    which unexplored clients happen to be online; and with the unclipped
+    maximum one outlier (the client clipping is there to tame) still squeezes
+    every other normalised utility towards 0, leaving the staleness bonus to
+    decide.
 
     Parameters
     ----------
@@ -59,6 +71,39 @@ def oort_scores(reward: np.ndarray, duration_s: np.ndarray, last_round: np.ndarr
     return np.abs(score)
 
 
+def exploit_candidates(score: np.ndarray, ids: np.ndarray, k: int, cut_off_util: float,
+                       candidate_factor: float) -> np.ndarray:
+    """Positions in ``score`` of the exploitation candidates, best first (FedScale's cut-off).
+
+    Clients are ranked by descending score (ties: ascending id). The cut-off
+    is ``cut_off_util`` times the score at position ``k`` (0-based, so the
+    ``k + 1``-th best; the last one when there are only ``k``). Every client
+    scoring at least the cut-off is a candidate, and the ranking is followed
+    further until there are more than ``candidate_factor * k`` candidates,
+    i.e. ``max(#{score >= cut}, floor(candidate_factor * k) + 1)`` of them
+    (FedScale stops only once it holds more than ``10 k``), at most all.
+
+    Parameters
+    ----------
+    score : ndarray of shape (n,), float64
+    ids : ndarray of shape (n,), int64
+        Client ids, for the tie order.
+    k : int
+        Exploitation slots (>= 1).
+    cut_off_util, candidate_factor : float
+
+    Returns
+    -------
+    ndarray of int64, positions into ``score``
+    """
+    order = np.lexsort((ids, -score))
+    if len(order) == 0:
+        return order
+    cut = score[order[min(k, len(order) - 1)]] * cut_off_util
+    keep = max(int(np.count_nonzero(score >= cut)), math.floor(candidate_factor * k) + 1)
+    return order[:keep]
+
+
 def pacer_step(history: list[float], round_: int, step: int, delta: float, threshold: float) -> float:
     """Oort's pacer: the new ``round_threshold`` (percent) after round ``round_``'s utility is recorded.
 
@@ -66,14 +111,25 @@ def pacer_step(history: list[float], round_: int, step: int, delta: float, thres
     utility of the last ``step`` rounds is compared with the ``step`` before:
     if it changed by at most 10 % the threshold is relaxed by ``delta`` (at
     most 100: admit slower clients for more utility); if it changed by at
-    least 5 times, it is tightened by ``delta`` (at least ``delta``).
+    least 5 times, it is tightened by ``delta`` (at least ``delta``). This is
+    FedScale's rule; the paper's Algorithm 1 only relaxes, when the last
+    window's sum is below the one before.
 
     Parameters
     ----------
     history : list of float
-        Mean exploitation utility of each round so far, oldest first.
+        One entry per round so far, oldest first: the mean utility
+        ``sum U_i / (m + 1e-4)`` of the ``m`` clients exploited in the
+        previous round that completed it (0 when none).
     round_, step : int
+        The round now being selected (from 1) and ``pacer_step``.
     delta, threshold : float
+        ``pacer_delta`` and the current ``round_threshold``, percent.
+
+    Returns
+    -------
+    float
+        The new ``round_threshold``.
     """
     if round_ < 2 * step or round_ % step:
         return threshold
@@ -89,42 +145,65 @@ def pacer_step(history: list[float], round_: int, step: int, delta: float, thres
 class Oort(Selector):
     """Oort: exploit clients of high statistical utility that finish fast, explore the rest.
 
-    Each round (Lai et al. 2021, Algorithm 1): the exploration factor ``e``
-    decays (``e <- max(e * exploration_decay, exploration_min)``);
-    ``int(count * e)`` slots go to unexplored online clients and the rest to
-    explored ones. Explored clients are scored by :func:`oort_scores`; the
-    candidates are those scoring at least ``cut_off_util`` times the score
-    of the ``k``-th best (``k`` the exploitation slots), extended in score
-    order to at least ``candidate_factor * k`` clients, and ``k`` are drawn
-    without replacement with probability proportional to score. Unexplored
-    clients are ranked by their initial reward ``min(n_i, local_steps *
-    batch_size)`` (penalised like scores by their expected duration, as
-    FedScale), the best ``sample_window`` times the slots are kept, and the
-    slots are drawn proportional to reward. The preferred duration ``T`` is
-    the ``round_threshold`` percentile of every client's last (or expected)
-    duration; the pacer (:func:`pacer_step`) moves ``round_threshold``. With
-    ``blacklist_rounds >= 0``, clients selected more than that many times are
-    excluded (at most ``blacklist_max_len`` of the clients).
+    Each round (Lai et al. 2021, Algorithm 1): the pacer (:func:`pacer_step`)
+    may move ``round_threshold``; the preferred duration ``T`` is the
+    ``round_threshold`` percentile of every registered client's last (or
+    expected) duration; the exploration factor ``e`` decays (``e <- max(e *
+    exploration_decay, exploration_min)``); ``int(count * e)`` slots go to
+    unexplored online clients and the rest, ``k``, to explored ones. Explored
+    clients are scored by :func:`oort_scores`, the candidates are chosen by
+    :func:`exploit_candidates`, and ``k`` of them are drawn without
+    replacement with probability proportional to score. Unexplored clients
+    are ranked by their initial reward ``min(n_i, local_steps * batch_size)``
+    times ``(T / t_i)^alpha`` when their expected duration ``t_i`` exceeds
+    ``T``, the best ``sample_window`` times the slots are kept, and the slots
+    are drawn proportional to that reward (as FedScale; the paper says
+    "sample by speed"). With ``blacklist_rounds >= 0``, clients fed back more
+    than that many times are excluded, most often first and at most
+    ``int(blacklist_max_len * num_clients)`` of them.
 
-    Feedback (:meth:`feedback`) sets each selected client's utility, duration
-    and last round; stragglers and dropped clients get the round's mean
-    utility of completed clients, as FedScale does for stragglers.
+    Feedback (:meth:`feedback`) sets the utility, duration and last round of
+    each client that completed or straggled (stragglers: the round's mean
+    utility of completed clients, as FedScale); dropped clients get none.
 
-    Differences from FedScale's code, on purpose:
+    Where FedScale's code and the paper part, this follows FedScale for the
+    pacer (the paper relaxes ``T`` when the last window's utility fell;
+    FedScale relaxes it when the change is at most 10 % and tightens it when
+    it is 5x or more) and for the exploration order (initial reward, not
+    speed), and the paper for the statistical utility: over every sample of
+    local training (:func:`hpcbench.fl.training.train_client`), where
+    FedScale's client squares only its last minibatch's losses.
 
-    - the statistical utility is the paper's, over every sample of local
-      training (:func:`hpcbench.fl.training.train_client`); FedScale's client
-      uses the squared losses of its last minibatch;
-    - utilities are min-max normalised between the minimum and the clip
-      value (FedScale divides by the unclipped maximum's range);
+    Deliberate differences from FedScale's code, and why:
+
+    - normalisation of utilities: see :func:`oort_scores`;
+    - round 1 goes through Oort (every slot explores, no client being
+      explored yet); FedScale's client manager draws round 1 uniformly at
+      random because its selector cannot take a cut-off score from an empty
+      explored set, so FedScale's Oort round ``R`` is its aggregator's round
+      ``R + 1``. The staleness bonus ``sqrt(0.1 ln R / L_i)`` uses one round
+      count here, the paper's, for ``R`` and ``L_i``;
+    - stragglers' last round is the round they were selected in (FedScale's
+      aggregator stamps them with the next round, only because it registers
+      them after advancing its counter); when no client completed they keep
+      their previous utility (FedScale credits them with 0);
     - once fewer unexplored clients are online than exploration slots, the
       remaining slots go to exploitation (FedScale leaves them empty and the
-      round then selects fewer clients than asked);
+      round selects fewer clients than asked; Oort's own repository fills
+      them at random);
+    - when no more clients are online than asked for, Oort still runs and
+      selects them all, so its round count, exploration decay and pacer
+      advance every round (FedScale then returns the online clients without
+      calling the selector);
+    - the pacer's per-round utility counts the exploited clients that
+      completed: a straggler's utility is the round's mean, imputed, not
+      measured (FedScale counts stragglers too);
     - ties in score or reward are broken by ascending client id, and the
       draws use a generator seeded by ``(seed, round)``, so the selection is
-      reproducible and the same at every world size;
-    - the pacer's per-round utility counts clients that completed (FedScale
-      also counts stragglers, which it credits with the mean utility).
+      reproducible, resumable from a checkpoint, and the same at every world
+      size; the blacklist cap is rounded down to a whole number of clients
+      (FedScale slices with the float product, an error in Python 3 when the
+      cap binds).
 
     Parameters
     ----------
@@ -148,13 +227,14 @@ class Oort(Selector):
         clip_bound: float = Field(0.9, gt=0, le=1, description="utility quantile utilities are clipped at")
         cut_off_util: float = Field(0.05, ge=0, le=1,
                                     description="candidates score at least this x the cut-off score")
-        candidate_factor: float = Field(10.0, ge=1, le=1e6, allow_inf_nan=False,
-                                        description="candidates are at least this x the exploitation slots")
+        candidate_factor: float = Field(
+            10.0, ge=1, le=1e6, allow_inf_nan=False,
+            description="candidates are more than this x the exploitation slots (FedScale: 10)")
         sample_window: float = Field(5.0, ge=1, le=1e6, allow_inf_nan=False,
                                      description="explore among the best sample_window x slots unexplored")
         pacer_step: int = Field(20, ge=1, le=1_000_000, description="rounds per pacer window")
         pacer_delta: float = Field(5.0, gt=0, le=100, description="round_threshold change per pacer step")
-        blacklist_rounds: int = Field(-1, ge=-1, description="exclude clients selected more often (-1: off)")
+        blacklist_rounds: int = Field(-1, ge=-1, description="exclude clients fed back more often (-1: off)")
         blacklist_max_len: float = Field(0.3, ge=0, le=1, description="most clients the blacklist may hold")
 
     def __init__(self, config: "Oort.Config", seed: int, num_examples: np.ndarray,
@@ -227,10 +307,7 @@ class Oort(Selector):
         if exploit_len > 0:
             score = oort_scores(self.reward[explored], self.duration_s[explored], self.last_round[explored],
                                 round_, preferred, c.clip_bound, c.round_penalty)
-            order = np.lexsort((explored, -score))
-            cut = score[order[min(exploit_len, len(order) - 1)]] * c.cut_off_util
-            keep = max(int(np.count_nonzero(score >= cut)), math.ceil(c.candidate_factor * exploit_len))
-            cand = order[:keep]
+            cand = exploit_candidates(score, explored, exploit_len, c.cut_off_util, c.candidate_factor)
             exploit = self._draw(rng, explored[cand], score[cand], exploit_len)
         explore_len = min(len(unexplored), count - len(exploit))
         explore = np.zeros(0, dtype=np.int64)
@@ -245,16 +322,25 @@ class Oort(Selector):
 
     # -- feedback --------------------------------------------------------------------------------
     def feedback(self, round_: int, feedback: RoundFeedback) -> None:
-        """Record each selected client's utility, duration and round (stragglers: the round's mean utility)."""
-        ids = feedback.client_ids
-        done = feedback.status == STATUS_COMPLETED
-        utility = np.asarray(feedback.utility, dtype=np.float64).copy()
+        """Record the utility, duration and round of each client that finished.
+
+        Completed clients give their measured utility; stragglers the mean
+        utility of the round's completed clients (their own record when none
+        completed). Dropped clients (offline before finishing) are ignored, as
+        FedScale registers no feedback for them: an unexplored one stays
+        unexplored, an explored one keeps its previous record.
+        """
+        status = np.asarray(feedback.status)
+        back = status != STATUS_DROPPED
+        ids = np.asarray(feedback.client_ids, dtype=np.int64)[back]
+        done = status[back] == STATUS_COMPLETED
+        utility = np.asarray(feedback.utility, dtype=np.float64)[back]
         if done.any():
             utility[~done] = float(utility[done].mean())
         else:
             utility[~done] = self.reward[ids[~done]]
         self.reward[ids] = utility
-        self.duration_s[ids] = feedback.duration_s
+        self.duration_s[ids] = np.asarray(feedback.duration_s, dtype=np.float64)[back]
         self.last_round[ids] = round_
         self.times_selected[ids] += 1
         self._completed_since_pacer[ids[done]] = True
