@@ -54,14 +54,15 @@ class Worker:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(self.params, lr=lr)
         self.buckets = None
+        self.order = order if sync.averages == "gradients" else None
         self.plan = BucketPlan(profile.numels, bucket_bytes)
         self._norm = 0.0
         if sync.averages == "wrapped":
             self.model, self.optimizer = sync.wrap(model, self.optimizer, self._add_norm)
         elif sync.averages == "gradients":
-            self.buckets = GradientBuckets(self.plan, sync, self.clock, overlap=overlap, order=order)
+            self.buckets = GradientBuckets(self.plan, sync, self.clock, overlap=overlap, order=self.order)
             self.buckets.attach(self.params)
-            if order is not None:
+            if self.order is not None:
                 self._priority_setup(lr)
         else:
             self._handle, self._done = None, math.nan
@@ -75,7 +76,6 @@ class Worker:
         """One SGD optimizer per bucket, the reduced gradients' views, and forward pre-hooks that update
         each bucket's parameters before their first use."""
         plan = self.plan
-        self.order = True
         self._views = self.buckets.views(self.params)
         self._bucket_opts = [torch.optim.SGD([self.params[i] for i in b], lr=lr) for b in plan.buckets]
         self._pending = [False] * len(plan.buckets)
@@ -103,7 +103,7 @@ class Worker:
 
     def flush(self) -> None:
         """``schedule: priority``: apply what the last step left (before evaluating or reading the model)."""
-        if getattr(self, "order", None) is not None:
+        if self.order is not None:
             self._apply(range(len(self._pending)))
 
     def close(self) -> None:
@@ -154,7 +154,7 @@ class Worker:
     def _real_gradients(self, t: int, monitors) -> StepRecord:
         from hpcbench.monitors import GradientView
 
-        if getattr(self, "order", None) is not None:
+        if self.order is not None:
             return self._priority_gradients(t, monitors)
         rec = StepRecord()
         keep = any(m.needs_local_grads for m in monitors)
