@@ -39,6 +39,15 @@ def test_each_subcommand_has_help(name):
     assert "usage:" in proc.stdout
 
 
+@pytest.mark.parametrize("name,keys", [("train", ["--schedule (default 'fifo')", "--profile_file", "--link.bandwidth"]),
+                                       ("fl", ["--client_training", "--selection.name"])])
+def test_runner_help_lists_every_config_key_with_its_default(name, keys):
+    proc = _hpcbench(name, "--help")
+    assert proc.returncode == 0
+    for key in keys:
+        assert key in proc.stdout, key
+
+
 def test_fl_subcommand_runs_a_job(tmp_path):
     out = tmp_path / "fl.h5"
     proc = _hpcbench("fl", "jobs/configs/digits.yaml", "--rounds", "2", "--progress", "false",

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
 import numpy as np
 
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, agree, fault_point
+from hpcbench.runtime.lifecycle import Job, agree
 
 __all__ = ["TrainJob"]
 
@@ -38,18 +37,17 @@ class TrainJob(Job):
     epilog = "Every config key can be overridden: --sync '[ring, ddp]' --image_size 64 --link.kind model"
 
     def add_arguments(self, parser) -> None:
-        from hpcbench.train.config import flatten_keys
+        from hpcbench.runtime.config import add_config_arguments
+        from hpcbench.train.config import TrainConfig
 
-        parser.add_argument("config", nargs="?", help="YAML job file (defaults apply where omitted)")
-        for key in flatten_keys():
-            parser.add_argument(f"--{key}", dest="key:" + key, metavar="VALUE", default=None,
-                                help=argparse.SUPPRESS)
+        add_config_arguments(parser, TrainConfig)   # --help lists every key with its default and meaning
 
     def configure(self, args) -> None:
+        from hpcbench.runtime.config import config_overrides
         from hpcbench.train.config import load_config
         from hpcbench.train.models import MODELS
 
-        overrides = {k[4:]: v for k, v in vars(args).items() if k.startswith("key:") and v is not None}
+        overrides = config_overrides(args)
         self.cfg = cfg = load_config(args.config, overrides)
         if MODELS[cfg.model].task == "digits" and cfg.batch_size * self.comm.size > 1347:
             raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the 1347 training "
