@@ -58,6 +58,11 @@ def progress_mode() -> str:
     return "thread" if MPI.Query_thread() == MPI.THREAD_MULTIPLE else "test"
 
 
+def _never() -> bool:
+    """:meth:`Request.wait`'s condition: only completion ends the wait."""
+    return False
+
+
 class Request:
     """Handle of an outstanding nonblocking collective.
 
@@ -124,19 +129,7 @@ class Request:
         Exception
             Whatever the operation raised while it progressed.
         """
-        if not self._done:
-            bo = None               # built only if the first pass leaves something to wait for
-            with self._lock:        # the progress thread leaves this request alone meanwhile
-                while not self._done:
-                    if self._advance():
-                        if bo is not None:
-                            bo.reset()
-                    else:
-                        if bo is None:
-                            bo = inline_backoff()
-                        bo.pause()
-        if self._exc is not None:
-            raise self._exc
+        self.wait_until(_never)
         return self.result
 
     def wait_until(self, ready) -> None:
@@ -157,8 +150,8 @@ class Request:
             Whatever the operation raised while it progressed.
         """
         if not (self._done or ready()):
-            bo = None
-            with self._lock:
+            bo = None               # built only if the first pass leaves something to wait for
+            with self._lock:        # the progress thread leaves this request alone meanwhile
                 while not (self._done or ready()):
                     if self._advance():
                         if bo is not None:

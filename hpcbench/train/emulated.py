@@ -81,7 +81,7 @@ class EmulatedWorker:
     def flush(self) -> None:
         """``schedule: priority``: wait for the last step's buckets (their updates are the next forward's)."""
         if self.order is not None and self._pending:
-            self.buckets._ordered.wait()
+            self.buckets.finish()       # every bucket is already released: this only waits
             self._pending = False
 
     def _poll(self) -> None:

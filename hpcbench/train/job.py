@@ -60,6 +60,7 @@ class TrainJob(Job):
         from hpcbench.runtime.wait import sleep_bcast
         from hpcbench.train.buckets import BucketPlan
         from hpcbench.train.models import MODELS
+        from hpcbench.train.priority import bucket_need_times
 
         cfg, comm = self.cfg, self.comm
         self.dilation = TimeDilation(cfg.time_dilation)
@@ -97,16 +98,11 @@ class TrainJob(Job):
             prof = prof.scaled_to(cfg.compute_time_s)
         self.profile = prof
         self.plan = BucketPlan(prof.numels, self.bucket_bytes)
+        self.bucket_need_s = bucket_need_times(self.plan, prof.need_times())   # the priority schedule's key
 
     #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
     #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order
     NOMINAL_ALPHA_S, NOMINAL_BITS_PER_S = 5e-6, 10e9
-
-    def bucket_need_s(self):
-        """When the forward first needs each bucket (seconds from its start), from the profile."""
-        from hpcbench.train.priority import bucket_need_times
-
-        return bucket_need_times(self.plan, self.profile.need_times())
 
     def bucket_order(self, sync, schedule: str):
         """Under ``schedule`` ``"priority"``, synchroniser ``sync``'s bucket start order (the same on every rank,
@@ -123,7 +119,7 @@ class TrainJob(Job):
             alpha, beta = self.NOMINAL_ALPHA_S, link_beta(self.NOMINAL_BITS_PER_S)
         cost = [message_time(sync.cost_model or "ring", int(nb), self.comm.size, alpha, beta)
                 for nb in self.plan.nbytes]
-        return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s())
+        return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s)
 
     @property
     def bucket_bytes(self) -> int:
@@ -212,7 +208,7 @@ class TrainJob(Job):
                 bucket=list(range(len(self.plan.buckets))), bytes=[int(b) for b in self.plan.nbytes],
                 params=[len(b) for b in self.plan.buckets],
                 ready_s=list(self.plan.ready_times(self.profile.param_ready_s)),
-                need_s=list(self.bucket_need_s())))
+                need_s=list(self.bucket_need_s)))
             prof = self.profile
             tables["profile"].append(dict(param=list(range(len(prof.numels))), numel=[int(n) for n in prof.numels],
                                           ready_s=[float(r) for r in prof.param_ready_s],

@@ -20,7 +20,7 @@ import numpy as np
 if TYPE_CHECKING:   # a ComputeProfile reaches every rank (pickled); only profile_compute needs torch
     import torch
 
-__all__ = ["ComputeProfile", "profile_compute", "load_profile"]
+__all__ = ["ComputeProfile", "profile_compute", "load_profile", "parameter_owners"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,21 @@ class ComputeProfile:
                               self.param_ready_s * k, self.numels, "given", self.param_need_s * k)
 
 
+def parameter_owners(model: torch.nn.Module, params) -> list:
+    """``(module, indices)`` of every module of ``model`` that directly owns some of ``params``.
+
+    ``indices`` index ``params`` (a list of the model's parameters); a forward
+    pre-hook on each such module runs just before those parameters are first used.
+    """
+    index = {id(p): i for i, p in enumerate(params)}
+    out = []
+    for mod in model.modules():
+        ids = [index[id(p)] for p in mod.parameters(recurse=False) if id(p) in index]
+        if ids:
+            out.append((mod, ids))
+    return out
+
+
 def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.01) -> ComputeProfile:
     """Time ``steps`` local SGD steps of ``model`` on ``data`` (after one warm-up); medians.
 
@@ -99,7 +114,6 @@ def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.
     t_bwd, t_fwd = [0.0], [0.0]
     hooks = [p.register_post_accumulate_grad_hook(
         lambda p, i=i: ready.__setitem__(i, time.perf_counter() - t_bwd[0])) for i, p in enumerate(params)]
-    index = {id(p): i for i, p in enumerate(params)}
 
     def first_use(ids):
         def hook(module, args):
@@ -109,10 +123,8 @@ def profile_compute(model: torch.nn.Module, data, steps: int = 3, lr: float = 0.
                     need[i] = now
         return hook
 
-    for mod in model.modules():
-        ids = [index[id(p)] for p in mod.parameters(recurse=False) if id(p) in index]
-        if ids:
-            hooks.append(mod.register_forward_pre_hook(first_use(ids)))
+    for mod, ids in parameter_owners(model, params):
+        hooks.append(mod.register_forward_pre_hook(first_use(ids)))
     opt = torch.optim.SGD(params, lr=lr)
     rows, readies, needs = [], [], []
     try:

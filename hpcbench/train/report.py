@@ -117,7 +117,7 @@ class Report:
         ready = (job.plan.ready_times(prof.param_ready_s) if self.cfg.overlap
                  else np.full(len(job.plan.buckets), prof.backward_s))
         return predict_step(prof, job.plan.nbytes, ready, sync.cost_model, self.p, job.alpha, job.beta,
-                            sync.averages, "fifo" if order is None else "priority", job.bucket_need_s())
+                            sync.averages, "fifo" if order is None else "priority", job.bucket_need_s)
 
     def finish_sync(self, name: str, sync, variant_names: list[str], order=None) -> None:
         """Summaries of each variant; KungFu's closing lines (``order`` as :meth:`start_sync`)."""

@@ -14,6 +14,7 @@ import math
 import torch
 
 from hpcbench.train.buckets import BucketPlan, GradientBuckets
+from hpcbench.train.profile import parameter_owners
 from hpcbench.train.steprecord import StepRecord
 
 __all__ = ["StepRecord", "Worker"]
@@ -80,12 +81,10 @@ class Worker:
         self._bucket_opts = [torch.optim.SGD([self.params[i] for i in b], lr=lr) for b in plan.buckets]
         self._pending = [False] * len(plan.buckets)
         self._waited = 0.0
-        index = {id(p): i for i, p in enumerate(self.params)}
         self._hooks = []
-        for mod in self.model.modules():
-            bs = sorted({plan.where[index[id(p)]][0] for p in mod.parameters(recurse=False) if id(p) in index})
-            if bs:
-                self._hooks.append(mod.register_forward_pre_hook(lambda m, a, bs=bs: self._apply(bs)))
+        for mod, ids in parameter_owners(self.model, self.params):
+            bs = sorted({plan.where[i][0] for i in ids})
+            self._hooks.append(mod.register_forward_pre_hook(lambda m, a, bs=bs: self._apply(bs)))
 
     def _apply(self, buckets) -> None:
         """Wait for each pending bucket of ``buckets`` and take its parameters' SGD step."""
@@ -151,9 +150,19 @@ class Worker:
         self.optimizer.step()
         self.optimizer.zero_grad()   # set_to_none by default (Horovod's wrapper takes no argument)
 
-    def _real_gradients(self, t: int, monitors) -> StepRecord:
+    def _observe(self, t: int, monitors, global_grads, keep: bool, rec: StepRecord) -> None:
+        """Show the monitors step ``t``'s gradients (local ones kept when ``keep``); their outputs into ``rec``."""
         from hpcbench.monitors import GradientView
 
+        b = self.buckets
+        view = GradientView(step=t, local_sq_norm=b.local_sq_norm,
+                            local_grads=b.views(self.params, b.local) if keep else None,
+                            global_grads=global_grads, local_batch=self.batch_size,
+                            global_batch=self.batch_size * self.sync.comm.size, comm=self.sync.comm)
+        for m in monitors:
+            rec.monitor_values.update({f"{m.name}_{k}": float(v) for k, v in m.observe(view).items()})
+
+    def _real_gradients(self, t: int, monitors) -> StepRecord:
         if self.order is not None:
             return self._priority_gradients(t, monitors)
         rec = StepRecord()
@@ -167,13 +176,7 @@ class Worker:
         grads = self.buckets.set_grads(self.params)
         rec.local_sq_norm = self.buckets.local_sq_norm
         if monitors:
-            b = self.buckets
-            view = GradientView(step=t, local_sq_norm=b.local_sq_norm,
-                                local_grads=b.views(self.params, b.local) if keep else None,
-                                global_grads=grads, local_batch=self.batch_size,
-                                global_batch=self.batch_size * self.sync.comm.size, comm=self.sync.comm)
-            for m in monitors:
-                rec.monitor_values.update({f"{m.name}_{k}": float(v) for k, v in m.observe(view).items()})
+            self._observe(t, monitors, grads, keep, rec)
         t3 = self.clock()
         self._optimize()
         t4 = self.clock()
@@ -212,8 +215,6 @@ class Worker:
         """``schedule: priority``: the forward updates each bucket's parameters before their first use
         (waiting for the last step's reduction); backward releases this step's buckets in their order and the
         step ends without waiting, unless a monitor is due (it needs the reduced gradients now)."""
-        from hpcbench.monitors import GradientView
-
         rec = StepRecord()
         keep = any(m.needs_local_grads for m in monitors)
         self._waited = 0.0
@@ -231,15 +232,9 @@ class Worker:
         rec.local_sq_norm = self.buckets.local_sq_norm
         t1 = self.clock()
         if monitors:
-            b = self.buckets
-            b.finish()
+            self.buckets.finish()
             t2 = self.clock()
-            view = GradientView(step=t, local_sq_norm=b.local_sq_norm,
-                                local_grads=b.views(self.params, b.local) if keep else None,
-                                global_grads=self._views, local_batch=self.batch_size,
-                                global_batch=self.batch_size * self.sync.comm.size, comm=self.sync.comm)
-            for m in monitors:
-                rec.monitor_values.update({f"{m.name}_{k}": float(v) for k, v in m.observe(view).items()})
+            self._observe(t, monitors, self._views, keep, rec)
             rec.monitor_s = self.clock() - t2
             self._waited += t2 - t1
         rec.step_s = self.clock() - t0
