@@ -12,13 +12,14 @@ TAG_UBS = [MIN_TAG_UB, 65535, 2 ** 29 - 1, 2 ** 31 - 1]
 @pytest.mark.parametrize("tag_ub", TAG_UBS)
 def test_ranges_disjoint_and_bounded(tag_ub):
     ts = TagSpace(tag_ub)
-    assert ts.dense.start == 1 and ts.dense.stop == ts.compressed.start
+    assert ts.dense.start == 1 and ts.dense.stop == ts.blocking == ts.compressed.start - 1
     assert ts.compressed.stop == tag_ub + 1            # the last valid tag is used, no more
     assert len(ts.compressed) % COMPRESSED_STRIDE == 0
     assert len(ts.compressed) // COMPRESSED_STRIDE >= 1024
-    assert len(ts.dense) >= 3 * (tag_ub + 1) // 4 - 1
+    assert len(ts.dense) >= 3 * (tag_ub + 1) // 4 - 2
     assert ts.family(0) is None and ts.family(tag_ub + 1) is None
     assert ts.family(ts.dense.stop - 1) == "dense"
+    assert ts.family(ts.blocking) == "blocking"
     assert ts.family(ts.compressed.start) == "compressed"
 
 
@@ -29,6 +30,8 @@ def test_named_tags_stay_dense(tag_ub):
         t = ts.named(f"grad{i % 300}")
         assert ts.family(t) == "dense"
     assert ts.family(ts.named(None)) == "dense"
+    # the whole dense range hashes inside itself, never onto the blocking tag
+    assert max(ts._dense_start + k for k in (0, ts._dense_len - 1)) == ts.dense.stop - 1
 
 
 def test_blocks_stay_compressed_through_a_wrap():

@@ -40,10 +40,10 @@ def test_choose_algorithm_rejects_bad_sizes():
         choose_algorithm(-1, 2)
 
 
-def test_inline_forms():
-    assert get("recursive_doubling").inline is not None
-    assert get("ring").inline is not None
-    assert get("rabenseifner").inline is None
+def test_schedules():
+    assert get("recursive_doubling").schedule is not None
+    assert get("ring").schedule is not None
+    assert get("rabenseifner").schedule is None
 
 
 def test_backoff_spin_is_bounded_in_time_then_sleeps():

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from hpcbench.collectives.persistent import PlanCache
 from hpcbench.collectives.tags import MIN_TAG_UB, TagSpace
 from hpcbench.collectives.transport import P2PRequest, Transport
 from hpcbench.collectives.waiting import TwoPhaseBackoff
@@ -187,7 +188,7 @@ def partition(count: int, n: int) -> list[int]:
     return [i * q + (i if i < r else r) for i in range(n + 1)]
 
 
-#: largest scratch array of the inline forms kept cached between calls, in bytes
+#: largest scratch array of the one-segment ring kept cached between calls, in bytes
 FAST_SCRATCH_BYTES = 1 << 20
 
 _KEYVAL = None
@@ -215,6 +216,8 @@ class Context:
         self.tag_ub = int(tag_ub) if tag_ub else MIN_TAG_UB
         #: the communicator's tag space, shared by the dense and compressed collectives
         self.tags = TagSpace(self.tag_ub)
+        #: persistent plans of the small blocking allreduces
+        self.plans = PlanCache(comm)
 
     def tag(self, name: str | None) -> int:
         """Dense-family tag of the next operation called ``name`` (``None``: unnamed).
@@ -241,7 +244,7 @@ class Context:
                 self._pool.sort(key=lambda b: b.nbytes)
 
     def take_scratch(self, dtype: np.dtype, count: int) -> np.ndarray:
-        """A ``count``-element ``dtype`` scratch array of the small-message inline forms.
+        """A ``count``-element ``dtype`` scratch array of the one-segment ring (:func:`ring_single`).
 
         Cached per ``(dtype, count)`` between calls (:meth:`keep_scratch` gives it
         back), so a blocking allreduce repeated on buffers of one size allocates
@@ -293,13 +296,18 @@ class Context:
         return self._groups
 
 
+def _context_deleted(comm, keyval, ctx) -> None:
+    """Attribute delete callback: ``comm`` is being freed; free its plans' requests."""
+    ctx.plans.clear()
+
+
 def context_for(comm: MPI.Comm) -> Context:
     """The :class:`Context` of ``comm`` (created on first use)."""
     global _KEYVAL
     if _KEYVAL is None:
         with _KEYVAL_LOCK:
             if _KEYVAL is None:
-                _KEYVAL = MPI.Comm.Create_keyval()
+                _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_context_deleted)
     ctx = comm.Get_attr(_KEYVAL)
     if ctx is None:
         ctx = Context(comm)

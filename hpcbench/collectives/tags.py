@@ -8,6 +8,11 @@ communicator and must never match each other's messages:
     One tag per operation, a CRC-32 hash of the operation's name and of how
     many operations of that name this rank has started (ranks may start
     differently named operations in different orders and still agree).
+``blocking``
+    One tag, shared by every unnamed blocking allreduce over the plain
+    transport (:mod:`hpcbench.collectives.persistent`): those are matched
+    by call order, as MPI's own blocking collectives, so their persistent
+    requests can be built once.
 ``compressed``
     :mod:`hpcbench.collectives.compressed`. A block of consecutive tags per
     operation, handed out in call order (every rank starts compressed
@@ -47,7 +52,9 @@ class TagSpace:
     Attributes
     ----------
     dense : range
-        Tags of the dense collectives: ``[1, split)``, three quarters of the space.
+        Tags of the dense collectives: ``[1, split - 1)``, three quarters of the space.
+    blocking : int
+        The tag of unnamed blocking allreduces, ``split - 1``.
     compressed : range
         Tags of the compressed collectives: ``[split, tag_ub]``, a multiple of
         :data:`COMPRESSED_STRIDE` long.
@@ -65,8 +72,9 @@ class TagSpace:
         self.tag_ub = tag_ub
         blocks = (tag_ub + 1) // 4 // COMPRESSED_STRIDE
         split = tag_ub + 1 - blocks * COMPRESSED_STRIDE
-        self.dense = range(1, split)
-        self._dense_start, self._dense_len = 1, split - 1     # of `dense`, read per call
+        self.dense = range(1, split - 1)
+        self.blocking = split - 1
+        self._dense_start, self._dense_len = 1, split - 2     # of `dense`, read per call
         self.compressed = range(split, tag_ub + 1)
         self._blocks = blocks
         self._named: dict[str, int] = {}
@@ -102,9 +110,12 @@ class TagSpace:
         return base
 
     def family(self, tag: int) -> str | None:
-        """``"dense"``, ``"compressed"`` or None (tag 0 / out of range): who owns ``tag``."""
+        """``"dense"``, ``"blocking"``, ``"compressed"`` or None (tag 0 / out of range):
+        who owns ``tag``."""
         if tag in self.dense:
             return "dense"
+        if tag == self.blocking:
+            return "blocking"
         if tag in self.compressed:
             return "compressed"
         return None

@@ -101,26 +101,6 @@ class Transport:
         """Nonblocking receive into contiguous array ``buf`` from rank ``source``."""
         return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes)
 
-    def exchange_raw(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
-                     tag: int) -> tuple[MPI.Request, MPI.Request]:
-        """Post a receive and a send as bare mpi4py requests, counted as :meth:`isend` counts.
-
-        The small-message inline forms of the allreduce use it: they wait with
-        :func:`hpcbench.collectives.waiting.wait_mpi`, and a
-        :class:`P2PRequest` per message costs more Python than a 1 KiB message
-        takes on shared memory. Same buffer spec (raw bytes) and tag as
-        :meth:`isend`/:meth:`irecv`, so either form matches the other.
-
-        Returns
-        -------
-        (MPI.Request, MPI.Request)
-            The receive's request, then the send's.
-        """
-        self.bytes_sent += sendbuf.nbytes
-        self.messages_sent += 1
-        return (self.comm.Irecv(_mpi_buffer(recvbuf), source=source, tag=tag),
-                self.comm.Isend(_mpi_buffer(sendbuf), dest=dest, tag=tag))
-
     def sendrecv(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
                  tag: int) -> None:
         """Exchange: send ``sendbuf`` to ``dest`` while receiving ``recvbuf`` from ``source``."""

@@ -144,9 +144,10 @@ def wait_mpi(reqs, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost |
     """Complete raw ``mpi4py.MPI.Request`` objects with the two-phase schedule, allocation-free
     while they complete during the spin.
 
-    The waiting path of the small-message inline forms: each request is tested
-    in turn (``Test`` on a completed request turns it into ``REQUEST_NULL``,
-    which tests true again at no cost), back to back for the spin budget of
+    The waiting path of the persistent plans (:mod:`hpcbench.collectives.persistent`):
+    each request is tested in turn (``Test`` on a completed request turns it
+    into ``REQUEST_NULL``, or a persistent one inactive, which tests true
+    again at no cost), back to back for the spin budget of
     ``cost`` (:meth:`SleepCost.spin_budget`), then with sleeps from ``first_s``
     doubling to ``max_s``, the first of them timed into ``cost``; the schedule
     starts again for the next request once one completes. The policy of

@@ -462,6 +462,9 @@ def exit_process(status: int) -> None:
                 _abort_quietly(world, status)
             time.sleep(30.0)  # rank 0's abort ends this process; leave anyway if it does not
             os._exit(status)
+        from hpcbench.runtime.finalize import run_before_finalize
+
+        run_before_finalize()
         mpi.Finalize()
     _c_exit(status)
 

@@ -383,10 +383,10 @@ def test_link_not_before_is_a_lower_bound(comm):
         lt.free()
 
 
-# -- small-message paths: the ring's inline form, iallreduce waits driven by the caller --
+# -- small-message paths: persistent plans, iallreduce waits driven by the caller --
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
-def test_ring_inline_gives_the_generators_bytes(comm, dtype):
+def test_ring_plan_gives_the_generators_bytes(comm, dtype):
     n = comm.size
     for count in (1, n + 1, 1000, 70_000):
         for op in OPS:
@@ -406,7 +406,7 @@ def test_ring_inline_gives_the_generators_bytes(comm, dtype):
                 np.testing.assert_allclose(y, ref, rtol=0, atol=tol)
 
 
-def test_ring_inline_declines_multi_segment_blocks(comm, monkeypatch):
+def test_ring_plan_declines_multi_segment_blocks(comm, monkeypatch):
     """Blocks above one segment take the pipelined generator (same result)."""
     from hpcbench.collectives.algorithms import ring
     monkeypatch.setattr(ring, "SEGMENT_BYTES", 256)
@@ -414,6 +414,93 @@ def test_ring_inline_declines_multi_segment_blocks(comm, monkeypatch):
     y = hc.allreduce(x, algorithm="ring", comm=comm)
     n = comm.size
     np.testing.assert_array_equal(y, n * np.arange(2000) + n * (n - 1) / 2)
+
+
+def _plans(comm):
+    return hc.api._resolve(comm, None)[0].plans
+
+
+def test_plans_are_reused_and_evicted(comm):
+    """A call repeated on the same arrays reuses its plan (fresh data each time);
+    more distinct buffers than the cache keeps evict and free the oldest plans."""
+    from hpcbench.collectives.persistent import PLANS_KEPT
+    n = comm.size
+    plans = _plans(comm)
+    plans.clear()
+    x, out = np.zeros(64, dtype=np.float64), np.empty(64)
+    for k in range(3):
+        x[:] = k + comm.rank
+        assert hc.allreduce(x, out, algorithm="ring", comm=comm) is out
+        np.testing.assert_array_equal(out, n * k + n * (n - 1) / 2)
+        if n > 1:
+            assert len(plans) == 1 and plans.last[0] is x
+    y1 = hc.allreduce(x, comm=comm)              # no `out`: a copy of the plan's output
+    x[:] = -1.0
+    y2 = hc.allreduce(x, comm=comm)
+    assert y1 is not y2 and np.all(y1 == n * 2 + n * (n - 1) / 2) and np.all(y2 == -n)
+    arrays = [np.full(16, float(i)) for i in range(PLANS_KEPT + 5)]
+    first = None
+    for i, a in enumerate(arrays):
+        o = np.empty_like(a)
+        hc.allreduce(a, o, algorithm="ring", comm=comm)
+        assert np.all(o == n * i)
+        if i == 0 and n > 1:
+            first = plans.last[7]
+    assert len(plans) <= PLANS_KEPT + 1
+    if n > 1:
+        assert first.steps == ()                  # evicted and freed
+    plans.clear()
+    assert len(plans) == 0
+
+
+def test_ranks_on_plan_and_generator_paths_match(comm):
+    """The blocking tag does not depend on the path: a rank whose buffer is
+    not contiguous (generator) meets ranks that run a plan, with the same bits."""
+    for alg in ("ring", "recursive_doubling", "auto"):
+        for count in (5, 300):
+            rng = np.random.default_rng([comm.rank, count])
+            base = rng.standard_normal(2 * count)
+            x = base[::2] if comm.rank == 0 else base[::2].copy()
+            want = hc.iallreduce(np.ascontiguousarray(x), algorithm=alg, comm=comm).wait()
+            for _ in range(2):
+                y = hc.allreduce(x, algorithm=alg, comm=comm)
+                assert y.tobytes() == want.tobytes()
+
+
+def test_blocking_plans_beside_outstanding_nonblocking(comm):
+    """Unnamed blocking calls (plans, blocking tag) between the start and the wait of
+    unnamed and named nonblocking ones: nothing crosses."""
+    n = comm.size
+    a = np.full(200, float(comm.rank), dtype=np.float32)
+    b = np.full(7, 1.0)
+    r1 = hc.iallreduce(a, comm=comm)
+    r2 = hc.iallreduce(a, algorithm="ring", comm=comm, name="bucket")
+    outs = [hc.allreduce(np.full(7, float(k)), algorithm=alg, comm=comm)
+            for k, alg in enumerate(["ring", "recursive_doubling", "auto", "ring"])]
+    for k, o in enumerate(outs):
+        assert np.all(o == n * k)
+    assert np.all(hc.allreduce(b, b, op="avg", comm=comm) == 1.0)
+    assert np.all(r1.wait() == n * (n - 1) / 2) and np.all(r2.wait() == n * (n - 1) / 2)
+
+
+def test_freeing_a_communicator_frees_its_plans(comm):
+    """MPICH defers freeing a communicator while persistent requests exist: the plans
+    of a freed one are freed by the next plan built, and then its attributes go."""
+    deleted = []
+    kv = MPI.Comm.Create_keyval(delete_fn=lambda c, k, v: deleted.append(v))
+    c = MPI.COMM_WORLD.Dup()
+    c.Set_attr(kv, "c")
+    x = np.ones(32)
+    hc.allreduce(x, x, algorithm="ring", comm=c)
+    plans = _plans(c)
+    assert len(plans) == (1 if c.size > 1 else 0)
+    last = plans.last
+    c.Free()
+    hc.allreduce(np.ones(3), algorithm="ring", comm=comm)  # a new plan sweeps freed comms
+    assert len(plans) == 0 and deleted == ["c"]
+    if last is not None:
+        assert last[7].steps == ()
+    MPI.Comm.Free_keyval(kv)
 
 
 def test_iallreduce_waits_drive_many_outstanding(comm):

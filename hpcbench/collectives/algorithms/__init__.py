@@ -13,15 +13,20 @@ requests to wait for and, once exhausted, leaves the result in ``dst`` on every
 rank. The same generator is driven inline (blocking calls) or by the progress
 engine (nonblocking calls).
 
-An algorithm may also have an *inline form* (:func:`register_inline`): a plain
-function that the blocking ``allreduce`` calls for small numpy buffers instead
-of driving the generator, with the same messages, tag and reduction order (so
-the same result bits), and less Python per step::
+An algorithm may also have a *schedule* (:func:`register_schedule`): its
+messages and reductions on one rank as a list of
+:class:`~hpcbench.collectives.persistent.Step`, which the blocking
+``allreduce`` binds once to a call's buffers as persistent MPI requests and
+replays (:mod:`hpcbench.collectives.persistent`). It must send the same
+messages in the same order and evaluate the same reduction expressions as the
+generator (so the same result bits, and a rank running the generator matches
+a rank running the plan)::
 
-    inline(tr, ctx, name, src, dst, ufunc) -> bool
+    schedule(n, rank, count, itemsize, inplace) -> list[Step] | None
 
-It returns False, having taken no tag and sent nothing, when it does not apply
-to the call (the generator then runs).
+with ``n`` the world size (> 1), ``count`` elements (> 0) of ``itemsize``
+bytes, ``inplace`` when ``src`` and ``dst`` are the same memory. None: the
+generator runs (e.g. the ring with blocks of more than one segment).
 
 Every algorithm also has a *cost model* (:func:`register_cost`), its
 alpha-beta-gamma time over the link model of
@@ -36,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-__all__ = ["Algorithm", "register", "register_inline", "register_cost", "get", "names",
+__all__ = ["Algorithm", "register", "register_schedule", "register_cost", "get", "find", "names",
            "ALGORITHMS"]
 
 
@@ -56,8 +61,8 @@ class Algorithm:
         others (so results are bitwise identical on all ranks and across runs).
     description : str
         One line with the reference.
-    inline : callable or None
-        The inline form used by blocking calls on small buffers (see module
+    schedule : callable or None
+        The schedule of blocking calls on small buffers (see module
         docstring), or None.
     cost : callable or None
         The alpha-beta-gamma cost model (see module docstring).
@@ -67,7 +72,7 @@ class Algorithm:
     fn: Callable
     deterministic: bool
     description: str
-    inline: Callable | None = None
+    schedule: Callable | None = None
     cost: Callable | None = None
 
 
@@ -82,10 +87,10 @@ def register(name: str, deterministic: bool, description: str):
     return deco
 
 
-def register_inline(name: str):
-    """Decorator attaching an inline form to the registered algorithm ``name``."""
+def register_schedule(name: str):
+    """Decorator attaching a schedule builder to the registered algorithm ``name``."""
     def deco(fn):
-        ALGORITHMS[name] = replace(ALGORITHMS[name], inline=fn)
+        ALGORITHMS[name] = replace(ALGORITHMS[name], schedule=fn)
         return fn
     return deco
 
@@ -112,6 +117,12 @@ def get(name: str) -> Algorithm:
     except KeyError:
         raise ValueError(f"algorithm: unknown allreduce algorithm {name!r}; choose from "
                          f"{', '.join(['auto', *sorted(ALGORITHMS)])}") from None
+
+
+def find(name: str) -> Algorithm | None:
+    """The algorithm called ``name``, or None (no error: for fast paths that fall back)."""
+    _load()
+    return ALGORITHMS.get(name)
 
 
 def names() -> list[str]:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import math
 
-from hpcbench.collectives._core import inline_backoff, start_allreduce, wait_inline
-from hpcbench.collectives.algorithms import register, register_cost, register_inline
+from hpcbench.collectives._core import start_allreduce
+from hpcbench.collectives.algorithms import register, register_cost, register_schedule
 from hpcbench.collectives.algorithms.rabenseifner import (fold_cost, fold_in, fold_out, fold_setup,
                                                           real_rank)
-from hpcbench.collectives.transport import Transport
-from hpcbench.collectives.waiting import wait_mpi
+from hpcbench.collectives.persistent import Span, Step
 
-__all__ = ["recursive_doubling_allreduce", "recursive_doubling_inline", "recursive_doubling_cost"]
+__all__ = ["recursive_doubling_allreduce", "recursive_doubling_schedule", "recursive_doubling_cost"]
 
 @register("recursive_doubling", deterministic=False,
           description="recursive doubling, full vector each step (Thakur et al. 2005)")
@@ -53,63 +52,34 @@ def recursive_doubling_allreduce(tr, tag, src, dst, red, ctx, **_):
         ctx.give(tmpbuf)
 
 
-@register_inline("recursive_doubling")
-def recursive_doubling_inline(tr, ctx, name, src, dst, uf) -> bool:
-    """Inline form of :func:`recursive_doubling_allreduce` for power-of-two worlds.
+@register_schedule("recursive_doubling")
+def recursive_doubling_schedule(n: int, rank: int, count: int, itemsize: int,
+                                inplace: bool) -> list[Step] | None:
+    """Schedule of :func:`recursive_doubling_allreduce` for power-of-two worlds.
 
-    Same tag, messages and reduction expressions (lower rank's operand first),
-    so the result bits are those of the generator; but the first step sends
-    ``src`` itself and reduces straight into ``dst`` (no copy), the receive
-    scratch is cached per (communicator, dtype, count), and with the plain
-    :class:`~hpcbench.collectives.transport.Transport` the requests go straight
-    to MPI (its counters still kept) and are waited for by
-    :func:`~hpcbench.collectives.waiting.wait_mpi` (other transports:
-    :func:`~hpcbench.collectives._core.wait_inline`; both two-phase).
-
-    Parameters
-    ----------
-    src, dst : 1-D numpy arrays, same dtype and length
-        ``dst`` may be ``src`` (in place).
-    uf : numpy ufunc
-        ``np.add``, ``np.maximum`` or ``np.minimum`` (``avg`` is finished by the caller).
+    The generator's messages and reduction expressions (lower rank's operand
+    first), so its result bits; but the first step sends ``src`` itself and
+    reduces straight into ``dst``, which spares the generator's opening copy.
+    See :mod:`hpcbench.collectives.persistent`.
 
     Returns
     -------
-    bool
-        False (nothing done) when the world size is not a power of two.
+    list of Step, or None
+        ``log2 n`` steps; None when ``n`` is not a power of two (the fold of
+        the other ranks is left to the generator).
     """
-    n = tr.size
-    if n & (n - 1):                 # non-powers of two fold first: the generator does that
-        return False
-    tag = ctx.tag(name)
-    if n == 1:
-        if dst is not src:
-            dst[...] = src
-        return True
-    r = tr.rank
-    tmp = ctx.take_scratch(src.dtype, src.size)
-    direct = type(tr) is Transport
-    bo = None if direct else inline_backoff()
-    send = src
-    try:
-        d = 1
-        while d < n:
-            peer = r ^ d
-            if direct:
-                wait_mpi(tr.exchange_raw(send, peer, tmp, peer, tag))
-            else:
-                rq = tr.irecv(tmp, peer, tag)
-                sq = tr.isend(send, peer, tag)
-                wait_inline((rq, sq), bo)
-            if r & d:                   # lower rank's operand first, as the generator
-                uf(tmp, send, out=dst)
-            else:
-                uf(send, tmp, out=dst)
-            send = dst
-            d <<= 1
-    finally:
-        ctx.keep_scratch(tmp)
-    return True
+    if n & (n - 1):
+        return None
+    whole, tmp = Span("dst", 0, count), Span("tmp", 0, count)
+    send = Span("src", 0, count)
+    steps, d = [], 1
+    while d < n:
+        peer = rank ^ d
+        red = (whole, tmp, send) if rank & d else (whole, send, tmp)
+        d <<= 1
+        steps.append(Step(peer, send, peer, tmp, red, whole if d >= n else None))
+        send = whole
+    return steps
 
 
 @register_cost("recursive_doubling")

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+from hpcbench.collectives._core import is_inplace, partition, scratch_view
+from hpcbench.collectives.algorithms import register, register_cost, register_schedule
+from hpcbench.collectives.persistent import Span, Step
 
-from hpcbench.collectives._core import is_inplace, partition, reducer, run_inline, scratch_view
-from hpcbench.collectives.algorithms import register, register_cost, register_inline
-from hpcbench.collectives.transport import Transport
-from hpcbench.collectives.waiting import wait_mpi
-
-__all__ = ["ring_allreduce", "ring_inline", "ring_phases", "ring_cost", "SEGMENT_BYTES"]
+__all__ = ["ring_allreduce", "ring_schedule", "ring_phases", "ring_cost", "SEGMENT_BYTES"]
 
 #: target segment size of the pipeline in bytes
 SEGMENT_BYTES = 1 << 19
@@ -130,7 +127,7 @@ def _one_segment(bounds, itemsize: int) -> bool:
     return max(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)) * itemsize <= SEGMENT_BYTES
 
 
-def ring_single(tr, tag, src, dst, red, ctx, bounds, raw=False):
+def ring_single(tr, tag, src, dst, red, ctx, bounds):
     """The ring of :func:`ring_phases` when every block is one segment, with less Python per step.
 
     The same messages (one block per step to the right neighbour, ``2 (n-1)``
@@ -143,15 +140,7 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds, raw=False):
     which posted its receive first, has the bytes). The in-place receive
     scratch is cached per (dtype, block) in the context
     (:meth:`~hpcbench.collectives._core.Context.take_scratch`).
-
-    Parameters
-    ----------
-    raw : bool
-        Post straight to MPI on ``tr.comm`` (plain :class:`Transport` only; its
-        counters still kept) and yield every step's two ``mpi4py.MPI.Request``
-        objects, for :func:`~hpcbench.collectives.waiting.wait_mpi`; default:
-        through ``tr``, yielding its requests only while pending (for
-        :func:`~hpcbench.collectives._core.run_inline` and the progress engine).
+    :func:`ring_schedule` describes the same steps for persistent plans.
     """
     n, r = tr.size, tr.rank
     right, left = (r + 1) % n, (r - 1) % n
@@ -165,13 +154,10 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds, raw=False):
             d = dst[rlo:rhi]
             rbuf = tmp[:rhi - rlo] if (inplace and k < n - 1) else d
             sbuf = (src if k == 0 else dst)[bounds[sb]:bounds[sb + 1]]
-            if raw:
-                yield tr.exchange_raw(sbuf, right, rbuf, left, tag)
-            else:
-                rq = tr.irecv(rbuf, left, tag)
-                sq = tr.isend(sbuf, right, tag)
-                if not (rq.test() and sq.test()):
-                    yield [rq, sq]
+            rq = tr.irecv(rbuf, left, tag)
+            sq = tr.isend(sbuf, right, tag)
+            if not (rq.test() and sq.test()):
+                yield [rq, sq]
             if k < n - 1:
                 red.reduce(d, d, rbuf if inplace else src[rlo:rhi])
                 if k == n - 2:
@@ -192,54 +178,41 @@ def ring_allreduce(tr, tag, src, dst, red, ctx, **_):
     yield from ring_phases(tr, tag, src, dst, red, ctx, bounds)
 
 
-_UFUNC_OP = {np.add: "sum", np.maximum: "max", np.minimum: "min"}
-_KIND = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
-         np.dtype(np.int64): "int64"}
+@register_schedule("ring")
+def ring_schedule(n: int, rank: int, count: int, itemsize: int,
+                  inplace: bool) -> list[Step] | None:
+    """Schedule of :func:`ring_single`: the ring whose blocks are one segment each.
 
-
-@register_inline("ring")
-def ring_inline(tr, ctx, name, src, dst, uf) -> bool:
-    """Inline form of the ring for blocking calls whose blocks are one segment each.
-
-    Drives :func:`ring_single` in the calling thread without the generic
-    entry's argument wrapping; same tag, messages and reductions as the
-    generator, so the same result bits. Over the plain
-    :class:`~hpcbench.collectives.transport.Transport` the steps post straight
-    to MPI (``raw=True``) and wait with
-    :func:`~hpcbench.collectives.waiting.wait_mpi`: the request wrappers, the
-    per-call backoff object and the generic wait loop cost more Python than a
-    1 KiB message takes on shared memory. Other transports (the link model)
-    go through :func:`~hpcbench.collectives._core.run_inline`.
-
-    Parameters
-    ----------
-    src, dst : 1-D numpy arrays, same dtype and length
-        ``dst`` may be ``src`` (in place).
-    uf : numpy ufunc
-        ``np.add``, ``np.maximum`` or ``np.minimum`` (``avg`` is finished by the caller).
+    Step ``k`` of ``2 (n - 1)`` sends block ``(r - k - 1) mod n`` to the right
+    neighbour and receives block ``(r - k - 2) mod n`` from the left one; the
+    first ``n - 1`` steps reduce it (into the scratch first when in place), the
+    last of them finalizes the block this rank owns. The same receive targets
+    and reduction expressions as :func:`ring_single`, so the same bits. See
+    :mod:`hpcbench.collectives.persistent`.
 
     Returns
     -------
-    bool
-        False (nothing done, no tag taken) when a block exceeds one segment.
+    list of Step, or None
+        None when a block exceeds :data:`SEGMENT_BYTES` (the pipelined
+        generator runs).
     """
-    n = tr.size
-    count = src.size
-    if -(-count // n) * src.dtype.itemsize > SEGMENT_BYTES:     # the largest block, ceil(count/n)
-        return False
-    tag = ctx.tag(name)
-    if n == 1:
-        if dst is not src:
-            dst[...] = src
-        return True
     bounds = partition(count, n)
-    red = reducer(_KIND[src.dtype], _UFUNC_OP[uf], n)
-    if type(tr) is Transport:       # straight to MPI, two-phase waits without wrappers
-        for reqs in ring_single(tr, tag, src, dst, red, ctx, bounds, raw=True):
-            wait_mpi(reqs)
-    else:
-        run_inline(ring_single(tr, tag, src, dst, red, ctx, bounds))
-    return True
+    if not _one_segment(bounds, itemsize):
+        return None
+    right, left = (rank + 1) % n, (rank - 1) % n
+    steps = []
+    for k in range(2 * (n - 1)):
+        rb, sb = (rank - k - 2) % n, (rank - k - 1) % n
+        rlo, rhi = bounds[rb], bounds[rb + 1]
+        d = Span("dst", rlo, rhi)
+        rbuf = Span("tmp", 0, rhi - rlo) if (inplace and k < n - 1) else d
+        send = Span("src" if k == 0 else "dst", bounds[sb], bounds[sb + 1])
+        red = fin = None
+        if k < n - 1:
+            red = (d, d, rbuf if inplace else Span("src", rlo, rhi))
+            fin = d if k == n - 2 else None
+        steps.append(Step(right, send, left, rbuf, red, fin))
+    return steps
 
 
 @register_cost("ring")

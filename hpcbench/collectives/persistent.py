@@ -1,0 +1,280 @@
+"""Persistent plans: small blocking allreduces as precompiled MPI persistent requests.
+
+A blocking allreduce of a few KiB on shared memory costs MPI 5-7 us; posting
+each message through mpi4py (buffer parsing, a request object per message)
+and slicing the blocks again on every call cost hpcbench's Python algorithms
+2-5x that (docs/collectives.md, "Persistent plans"). A *plan* is done once
+per (algorithm, op, dtype, count, buffer addresses) and replayed:
+
+* an algorithm describes its messages and reductions as a :data:`Schedule`,
+  a list of :class:`Step` over symbolic spans of ``src``, ``dst`` and a
+  scratch array (:func:`hpcbench.collectives.algorithms.register_schedule`);
+* :class:`Plan` turns the schedule into numpy views and MPI-4 persistent
+  requests (``MPI_Recv_init`` / ``MPI_Send_init``, started with
+  ``MPI_Startall``; MPI 4.0 standard, section 3.9), so a call is one
+  ``Startall``, a two-phase wait (:func:`~hpcbench.collectives.waiting.wait_mpi`)
+  and the ufunc calls per step;
+* :class:`PlanCache` keeps the most recently used plans of a communicator.
+
+Tags. Persistent requests fix their tag when built, so every plan uses the
+communicator's one *blocking* tag (:attr:`hpcbench.collectives.tags.TagSpace.blocking`),
+and so does every other unnamed blocking allreduce over the plain transport,
+whichever path runs it (see :mod:`hpcbench.collectives.api`). That is MPI's
+own rule for blocking collectives: they are matched by the order in which
+every rank calls them, and the messages of one pair of ranks keep their
+order on one tag (non-overtaking). Nonblocking and named operations keep
+their own tags, so they never match a plan's messages.
+
+Buffers. A plan is keyed by the memory addresses of ``src`` and ``dst`` and
+views that memory without holding the arrays (it would otherwise keep every
+array it ever reduced alive). It is only run when a call passes arrays at
+exactly those addresses, with the same dtype and count, so the memory is the
+caller's at that moment; a plan whose arrays were freed is never touched
+again until it is evicted.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from typing import NamedTuple
+
+import numpy as np
+from mpi4py import MPI
+
+from hpcbench.collectives.waiting import wait_mpi
+from hpcbench.runtime.finalize import before_finalize
+
+__all__ = ["Span", "Step", "Schedule", "Plan", "PlanCache", "sweep_freed", "PLAN_MAX_BYTES",
+           "PLANS_KEPT"]
+
+#: largest buffer (bytes) a plan is built for; larger calls take the generic path
+PLAN_MAX_BYTES = 1 << 20
+#: plans kept per communicator (least recently used evicted first)
+PLANS_KEPT = 16
+
+
+class Span(NamedTuple):
+    """Elements ``lo:hi`` of one of the call's arrays: ``"src"``, ``"dst"`` or ``"tmp"``
+    (the plan's own scratch)."""
+
+    buf: str
+    lo: int
+    hi: int
+
+
+class Step(NamedTuple):
+    """One step of a schedule: post the receive and the send, wait for both, then
+    reduce, then finalize.
+
+    Attributes
+    ----------
+    dest, source : int
+        Ranks the step sends to and receives from.
+    send, recv : Span
+        What is sent and where the received elements go (same length on the two
+        ranks of a message).
+    reduce : tuple of three Span, or None
+        ``(out, a, b)``: ``out = a (op) b``, operands in this order (the order
+        fixes the result bits of non-commutative-in-rounding reductions).
+    finalize : Span or None
+        A fully reduced span that ``avg`` divides by the world size.
+    """
+
+    dest: int
+    send: Span
+    source: int
+    recv: Span
+    reduce: tuple | None = None
+    finalize: Span | None = None
+
+
+#: the steps of one rank's allreduce, in program order
+Schedule = list
+
+
+def _view(arr: np.ndarray) -> np.ndarray:
+    """A writable view of ``arr``'s memory that does not keep ``arr`` alive."""
+    if arr.size == 0:
+        return np.empty(0, dtype=arr.dtype)
+    mem = MPI.buffer.fromaddress(MPI.buffer(arr).address, arr.nbytes)
+    return np.frombuffer(mem, dtype=arr.dtype)
+
+
+class Plan:
+    """A schedule bound to concrete buffers as persistent MPI requests.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        Communicator of the messages.
+    tag : int
+        Tag of every message (the communicator's blocking tag).
+    schedule : Schedule
+        This rank's steps.
+    src, dst : 1-D numpy arrays, same dtype and length
+        The call's buffers; ``dst`` may be ``src``. Only their memory is
+        used (see module docstring).
+    ufunc : numpy ufunc
+        ``np.add``, ``np.maximum`` or ``np.minimum``.
+    divisor : int
+        World size for ``avg`` (its finalize spans are divided by it), else 0.
+    own_dst : bool
+        The plan keeps ``dst`` (an array the caller made for it, read back
+        after each run from :attr:`result`) instead of viewing its memory.
+
+    Attributes
+    ----------
+    nbytes_sent, messages : int
+        Payload bytes and messages this rank sends per run.
+    result : numpy.ndarray or None
+        ``dst`` when ``own_dst``, else None.
+    """
+
+    __slots__ = ("steps", "nbytes_sent", "messages", "result", "_requests", "_tmp")
+
+    def __init__(self, comm, tag: int, schedule: Schedule, src: np.ndarray, dst: np.ndarray,
+                 ufunc, divisor: int = 0, own_dst: bool = False) -> None:
+        dt = dst.dtype
+        ntmp = max([s.hi for st in schedule for s in _spans(st) if s.buf == "tmp"], default=0)
+        self._tmp = tmp = np.empty(ntmp, dtype=dt)
+        self.result = dst if own_dst else None
+        d = dst if own_dst else _view(dst)
+        bufs = {"src": d if src is dst else _view(src), "dst": d, "tmp": tmp}
+
+        def v(s: Span) -> np.ndarray:
+            return bufs[s.buf][s.lo:s.hi]
+
+        div = (np.floor_divide if dt.kind == "i" else np.divide) if divisor > 1 else None
+        steps, reqs = [], []
+        self.nbytes_sent = 0
+        for st in schedule:
+            r = comm.Recv_init([v(st.recv), MPI.BYTE], st.source, tag)
+            sbuf = v(st.send)
+            s = comm.Send_init([sbuf, MPI.BYTE], st.dest, tag)
+            reqs += (r, s)
+            self.nbytes_sent += sbuf.nbytes
+            ops = []
+            if st.reduce is not None:
+                out, a, b = st.reduce
+                ops.append((ufunc, v(a), v(b), v(out)))
+            if st.finalize is not None and div is not None:
+                f = v(st.finalize)
+                ops.append((div, f, divisor, f))
+            steps.append(([r, s], tuple(ops)))
+        self.steps = tuple(steps)
+        self.messages = len(steps)
+        self._requests = reqs
+
+    def run(self) -> None:
+        """Run the schedule once (blocking, in the calling thread)."""
+        startall = MPI.Prequest.Startall
+        for reqs, ops in self.steps:
+            startall(reqs)
+            wait_mpi(reqs)
+            for f, a, b, out in ops:
+                f(a, b, out=out)
+
+    def free(self) -> None:
+        """Free the persistent requests (the plan must not be running)."""
+        for q in self._requests:
+            if q != MPI.REQUEST_NULL:
+                q.Free()
+        self._requests = []
+        self.steps = ()
+
+
+def _spans(st: Step):
+    yield st.send
+    yield st.recv
+    if st.reduce is not None:
+        yield from st.reduce
+    if st.finalize is not None:
+        yield st.finalize
+
+
+_CACHES: "weakref.WeakSet[PlanCache]" = weakref.WeakSet()
+
+
+class PlanCache:
+    """The plans of one communicator: the last one used, then the others least
+    recently used first.
+
+    A plan is in exactly one place, the :attr:`last` slot or the table, and
+    is taken out of it while it runs, so two threads never start the same
+    requests. The :attr:`last` slot also remembers the call's arrays, so a
+    call repeated on the same arrays finds its plan by identity, without
+    reading addresses or hashing a key; that holds a reference to those two
+    arrays (one call's worth of memory) until another call takes the slot.
+
+    Persistent requests keep their communicator alive: MPICH defers freeing a
+    communicator, and deleting its attributes, until its persistent requests
+    are freed. So a cache whose communicator the program has freed (its
+    ``mpi4py`` object is then ``COMM_NULL``) is cleared when any cache next
+    builds a plan (:func:`sweep_freed`), and every cache at ``MPI_Finalize``.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        The communicator of the plans.
+    kept : int
+        How many plans to keep besides the last one (default :data:`PLANS_KEPT`).
+
+    Attributes
+    ----------
+    last : tuple or None
+        ``(x, out, op, algorithm, deterministic, dtype, key, plan)`` of the
+        last call, or None while its plan runs or before the first call.
+    """
+
+    def __init__(self, comm, kept: int = PLANS_KEPT) -> None:
+        self.comm = comm
+        self.kept = kept
+        self.last: tuple | None = None
+        self._plans: OrderedDict = OrderedDict()
+        _CACHES.add(self)
+
+    def take(self, key) -> Plan | None:
+        """Remove and return the plan of ``key``, or None."""
+        last = self.last
+        if last is not None and last[6] == key:
+            self.last = None
+            return last[7]
+        return self._plans.pop(key, None)
+
+    def keep(self, key, plan: Plan, call: tuple) -> None:
+        """Make ``plan`` the :attr:`last` one, for ``call`` = ``(x, out, op, algorithm,
+        deterministic, dtype)``; the previous last goes to the table, whose oldest plans
+        beyond :attr:`kept` are evicted (and freed)."""
+        prev, self.last = self.last, (*call, key, plan)
+        if prev is not None and prev[7] is not plan:
+            self._plans[prev[6]] = prev[7]
+            while len(self._plans) > self.kept:
+                _, old = self._plans.popitem(last=False)
+                old.free()
+
+    def clear(self) -> None:
+        """Free every plan."""
+        last, self.last = self.last, None
+        if last is not None:
+            last[7].free()
+        while self._plans:
+            _, old = self._plans.popitem()
+            old.free()
+
+    def __len__(self) -> int:
+        return len(self._plans) + (self.last is not None)
+
+
+def sweep_freed() -> None:
+    """Clear the caches of communicators that the program has freed."""
+    for cache in list(_CACHES):
+        if len(cache) and cache.comm == MPI.COMM_NULL:
+            cache.clear()
+
+
+@before_finalize
+def _free_all() -> None:
+    """Free every plan's requests before MPI finalizes (MPICH warns about live ones)."""
+    for cache in list(_CACHES):
+        cache.clear()
