@@ -18,7 +18,11 @@ rank has started, inside the ``dense`` range, which the compressed collectives
 Within one operation, every pair of ranks exchanges its messages in program
 order, so MPI's non-overtaking rule matches them; different outstanding
 operations have different tags (up to hash collisions between names) and
-never mix.
+never mix. The exception: unnamed *blocking* allreduces over the plain
+transport all use the communicator's one ``blocking`` tag and are matched by
+call order, as MPI's own blocking collectives (so two threads must not run
+them on one communicator at once); that lets small ones run as persistent
+plans (:mod:`hpcbench.collectives.persistent`).
 """
 
 from __future__ import annotations
