@@ -244,26 +244,34 @@ def _allreduce_planned(x, out, op, algorithm, deterministic, ctx, tr):
     qualify (the generator then runs, on the same blocking tag, and reports any
     bad argument).
 
-    Plans are keyed by the call's arguments and the addresses of the input and
-    output; without ``out`` the plan owns its output array and the caller gets
-    a copy. A key is only ever stored after the checks of a first call passed,
-    so a hit checks only what the key does not say (layout and type of ``out``).
-    A call on the very arrays of the last one finds its plan by identity
-    (:attr:`~hpcbench.collectives.persistent.PlanCache.last`).
+    ``auto`` is resolved first (:func:`choose_algorithm`), so a change of
+    :data:`CROSSOVER` never replays a plan of the algorithm it used to pick.
+    Plans are keyed by the resolved algorithm, op, dtype (byte order
+    included), count and the addresses of the input and output; without
+    ``out`` the plan owns its output array and the caller gets a copy. A key
+    is only ever stored after the checks of a first call passed, so a hit
+    checks only what the key does not say (layout and type of ``out``). A
+    call on the very arrays of the last one, unchanged in dtype and size,
+    finds its plan by identity
+    (:attr:`~hpcbench.collectives.persistent.PlanCache.last`, which holds
+    those arrays: numpy then refuses to ``resize`` them in place).
     """
+    if algorithm == "auto":
+        algorithm = choose_algorithm(x.nbytes, tr.size, deterministic)
     plans = ctx.plans
     last = plans.last
     if (last is not None and last[0] is x and last[1] is out and last[2] == op
             and last[3] == algorithm and last[4] == deterministic and x.dtype is last[5]
-            and x.flags.c_contiguous and (out is None or out.flags.writeable)):
+            and x.size == last[6][4] and x.flags.c_contiguous
+            and (out is None or out.flags.writeable)):
         plans.last = None
         plan = last[7]
-        plan.run()
+        _run(plan)
         plans.last = last
         tr.bytes_sent += plan.nbytes_sent
         tr.messages_sent += plan.messages
         return out if out is not None else plan.result.reshape(x.shape).copy()
-    if not x.flags.c_contiguous:
+    if not x.flags.c_contiguous or not isinstance(algorithm, str):
         return None
     dt = x.dtype
     count = x.size
@@ -275,19 +283,29 @@ def _allreduce_planned(x, out, op, algorithm, deterministic, ctx, tr):
         a_dst = a_src if out is x else MPI.buffer(out).address
     else:
         return None
-    key = (algorithm, op, deterministic, dt.char, count, a_src, a_dst)
+    key = (algorithm, op, deterministic, dt.str, count, a_src, a_dst)
     plan = plans.take(key)
     if plan is None:
         plan = _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst)
         if plan is None:
             return None
-    plan.run()
+    _run(plan)
     plans.keep(key, plan, (x, out, op, algorithm, deterministic, dt))
     tr.bytes_sent += plan.nbytes_sent
     tr.messages_sent += plan.messages
     if out is None:         # the plan's own output is overwritten by its next run
         return plan.result.reshape(x.shape).copy()
     return out
+
+
+def _run(plan) -> None:
+    """Run a plan taken out of its cache; if the run raises (an MPI error, a signal's
+    exception, a ufunc error under ``np.errstate``), free its requests and re-raise."""
+    try:
+        plan.run()
+    except BaseException:
+        plan.free()
+        raise
 
 
 def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst):
@@ -297,9 +315,7 @@ def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst):
     if (uf is None or dt not in _PLAN_DTYPES or n == 1 or x.size == 0
             or x.nbytes > PLAN_MAX_BYTES):
         return None
-    if algorithm == "auto":
-        algorithm = choose_algorithm(x.nbytes, n, deterministic)
-    alg = _alg.find(algorithm) if isinstance(algorithm, str) else None
+    alg = _alg.find(algorithm)
     if alg is None or alg.schedule is None or (deterministic and not alg.deterministic):
         return None
     if a_dst not in (-1, a_src) and a_src < a_dst + x.nbytes and a_dst < a_src + x.nbytes:

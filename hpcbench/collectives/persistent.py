@@ -31,6 +31,12 @@ array it ever reduced alive). It is only run when a call passes arrays at
 exactly those addresses, with the same dtype and count, so the memory is the
 caller's at that moment; a plan whose arrays were freed is never touched
 again until it is evicted.
+
+Settings. :data:`PLAN_MAX_BYTES` and the ring's ``SEGMENT_BYTES`` decide which
+calls get a plan, and a cached plan keeps the schedule it was built with:
+change them before the first allreduce, or call :func:`clear_plans` on every
+rank after. (``auto``'s crossovers are no such setting: a call resolves
+``auto`` before it looks a plan up.)
 """
 
 from __future__ import annotations
@@ -45,8 +51,8 @@ from mpi4py import MPI
 from hpcbench.collectives.waiting import wait_mpi
 from hpcbench.runtime.finalize import before_finalize
 
-__all__ = ["Span", "Step", "Schedule", "Plan", "PlanCache", "sweep_freed", "PLAN_MAX_BYTES",
-           "PLANS_KEPT"]
+__all__ = ["Span", "Step", "Schedule", "Plan", "PlanCache", "sweep_freed", "clear_plans",
+           "PLAN_MAX_BYTES", "PLANS_KEPT"]
 
 #: largest buffer (bytes) a plan is built for; larger calls take the generic path
 PLAN_MAX_BYTES = 1 << 20
@@ -274,7 +280,8 @@ def sweep_freed() -> None:
 
 
 @before_finalize
-def _free_all() -> None:
-    """Free every plan's requests before MPI finalizes (MPICH warns about live ones)."""
+def clear_plans() -> None:
+    """Free every plan of every communicator (run before MPI finalizes: MPICH warns
+    about live persistent requests)."""
     for cache in list(_CACHES):
         cache.clear()

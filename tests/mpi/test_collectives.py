@@ -483,6 +483,45 @@ def test_blocking_plans_beside_outstanding_nonblocking(comm):
     assert np.all(r1.wait() == n * (n - 1) / 2) and np.all(r2.wait() == n * (n - 1) / 2)
 
 
+def test_plans_follow_crossover_changes(comm, monkeypatch):
+    """``auto`` is resolved before a plan is looked up: after CROSSOVER moves, a rank
+    with a cached plan and a rank without one still run the same algorithm."""
+    n = comm.size
+    x = np.arange(128, dtype=np.float64) + comm.rank
+    want = n * np.arange(128) + n * (n - 1) / 2
+    np.testing.assert_array_equal(hc.allreduce(x, comm=comm), want)      # plan cached
+    monkeypatch.setitem(hc.CROSSOVER, "small", 0)
+    y = hc.allreduce(x if comm.rank == 0 else x.copy(), comm=comm)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_plans_check_byte_order(comm):
+    """A byte-swapped view of planned arrays is refused like any other (TypeError),
+    never reduced as native numbers."""
+    a = np.arange(4, dtype=np.float64) + comm.rank
+    o = np.empty_like(a)
+    hc.allreduce(a, o, algorithm="ring", comm=comm)
+    with pytest.raises(TypeError, match="dtype"):
+        hc.allreduce(a.view(">f8"), o.view(">f8"), algorithm="ring", comm=comm)
+
+
+def test_a_failing_run_frees_its_plan(comm):
+    """A reduction that raises on every rank (overflow under np.errstate) frees the
+    plan it ran instead of losing it with live requests; the next call works."""
+    n = comm.size
+    x, out = np.full(64, 1e308), np.empty(64)
+    plans = _plans(comm)
+    if n > 1:
+        with np.errstate(over="ignore"):
+            hc.allreduce(x, out, algorithm="ring", comm=comm)
+        plan = plans.last[7]
+        with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+            hc.allreduce(x, out, algorithm="ring", comm=comm)
+        assert plan.steps == () and plans.last is None
+    x[:] = 1.0
+    assert np.all(hc.allreduce(x, out, algorithm="ring", comm=comm) == n)
+
+
 def test_freeing_a_communicator_frees_its_plans(comm):
     """MPICH defers freeing a communicator while persistent requests exist: the plans
     of a freed one are freed by the next plan built, and then its attributes go."""
