@@ -296,18 +296,13 @@ class Context:
         return self._groups
 
 
-def _context_deleted(comm, keyval, ctx) -> None:
-    """Attribute delete callback: ``comm`` is being freed; free its plans' requests."""
-    ctx.plans.clear()
-
-
 def context_for(comm: MPI.Comm) -> Context:
     """The :class:`Context` of ``comm`` (created on first use)."""
     global _KEYVAL
     if _KEYVAL is None:
         with _KEYVAL_LOCK:
             if _KEYVAL is None:
-                _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_context_deleted)
+                _KEYVAL = MPI.Comm.Create_keyval()
     ctx = comm.Get_attr(_KEYVAL)
     if ctx is None:
         ctx = Context(comm)

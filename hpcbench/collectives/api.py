@@ -264,35 +264,31 @@ def _allreduce_planned(x, out, op, algorithm, deterministic, ctx, tr):
             and last[3] == algorithm and last[4] == deterministic and x.dtype is last[5]
             and x.size == last[6][4] and x.flags.c_contiguous
             and (out is None or out.flags.writeable)):
-        plans.last = None
         plan = last[7]
+        plans.last = None                   # taken while it runs
         _run(plan)
         plans.last = last
-        tr.bytes_sent += plan.nbytes_sent
-        tr.messages_sent += plan.messages
-        return out if out is not None else plan.result.reshape(x.shape).copy()
-    if not x.flags.c_contiguous or not isinstance(algorithm, str):
-        return None
-    dt = x.dtype
-    count = x.size
-    a_src = MPI.buffer(x).address
-    if out is None:
-        a_dst = -1
-    elif (type(out) is np.ndarray and out.dtype == dt and out.size == count
-          and out.flags.c_contiguous and out.flags.writeable):
-        a_dst = a_src if out is x else MPI.buffer(out).address
     else:
-        return None
-    key = (algorithm, op, deterministic, dt.str, count, a_src, a_dst)
-    plan = plans.take(key)
-    if plan is None:
-        plan = _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst)
-        if plan is None:
+        if not x.flags.c_contiguous or not isinstance(algorithm, str):
             return None
-    _run(plan)
-    plans.keep(key, plan, (x, out, op, algorithm, deterministic, dt))
-    tr.bytes_sent += plan.nbytes_sent
-    tr.messages_sent += plan.messages
+        dt = x.dtype
+        count = x.size
+        a_src = MPI.buffer(x).address
+        if out is None:
+            a_dst = -1
+        elif (type(out) is np.ndarray and out.dtype == dt and out.size == count
+              and out.flags.c_contiguous and out.flags.writeable):
+            a_dst = a_src if out is x else MPI.buffer(out).address
+        else:
+            return None
+        key = (algorithm, op, deterministic, dt.str, count, a_src, a_dst)
+        plan = plans.take(key)
+        if plan is None:
+            plan = _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst)
+            if plan is None:
+                return None
+        _run(plan)
+        plans.keep(key, plan, (x, out, op, algorithm, deterministic, dt))
     if out is None:         # the plan's own output is overwritten by its next run
         return plan.result.reshape(x.shape).copy()
     return out
@@ -329,7 +325,7 @@ def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst):
         dst, own = np.empty(src.size, dtype=dt), True
     else:
         dst, own = (src if a_dst == a_src else out.reshape(-1)), False
-    return Plan(tr.comm, ctx.tags.blocking, sched, src, dst, uf, n if op == "avg" else 0,
+    return Plan(tr, ctx.tags.blocking, sched, src, dst, uf, n if op == "avg" else 0,
                 own_dst=own)
 
 

@@ -112,8 +112,10 @@ class Plan:
 
     Parameters
     ----------
-    comm : mpi4py.MPI.Comm
-        Communicator of the messages.
+    tr : Transport
+        The plain transport whose communicator carries the messages
+        (:meth:`~hpcbench.collectives.transport.Transport.exchange_init`); every
+        run adds its sends to the transport's counters.
     tag : int
         Tag of every message (the communicator's blocking tag).
     schedule : Schedule
@@ -137,16 +139,16 @@ class Plan:
         ``dst`` when ``own_dst``, else None.
     """
 
-    __slots__ = ("steps", "nbytes_sent", "messages", "result", "_requests", "_tmp")
+    __slots__ = ("steps", "nbytes_sent", "messages", "result", "_tr", "_requests")
 
-    def __init__(self, comm, tag: int, schedule: Schedule, src: np.ndarray, dst: np.ndarray,
+    def __init__(self, tr, tag: int, schedule: Schedule, src: np.ndarray, dst: np.ndarray,
                  ufunc, divisor: int = 0, own_dst: bool = False) -> None:
         dt = dst.dtype
         ntmp = max([s.hi for st in schedule for s in _spans(st) if s.buf == "tmp"], default=0)
-        self._tmp = tmp = np.empty(ntmp, dtype=dt)
         self.result = dst if own_dst else None
         d = dst if own_dst else _view(dst)
-        bufs = {"src": d if src is dst else _view(src), "dst": d, "tmp": tmp}
+        bufs = {"src": d if src is dst else _view(src), "dst": d,
+                "tmp": np.empty(ntmp, dtype=dt)}       # kept alive by the views of the steps
 
         def v(s: Span) -> np.ndarray:
             return bufs[s.buf][s.lo:s.hi]
@@ -155,10 +157,9 @@ class Plan:
         steps, reqs = [], []
         self.nbytes_sent = 0
         for st in schedule:
-            r = comm.Recv_init([v(st.recv), MPI.BYTE], st.source, tag)
             sbuf = v(st.send)
-            s = comm.Send_init([sbuf, MPI.BYTE], st.dest, tag)
-            reqs += (r, s)
+            pair = tr.exchange_init(sbuf, st.dest, v(st.recv), st.source, tag)
+            reqs += pair
             self.nbytes_sent += sbuf.nbytes
             ops = []
             if st.reduce is not None:
@@ -167,19 +168,21 @@ class Plan:
             if st.finalize is not None and div is not None:
                 f = v(st.finalize)
                 ops.append((div, f, divisor, f))
-            steps.append(([r, s], tuple(ops)))
+            steps.append((list(pair), tuple(ops)))
         self.steps = tuple(steps)
         self.messages = len(steps)
+        self._tr = tr
         self._requests = reqs
 
     def run(self) -> None:
-        """Run the schedule once (blocking, in the calling thread)."""
+        """Run the schedule once (blocking, in the calling thread) and count its sends."""
         startall = MPI.Prequest.Startall
         for reqs, ops in self.steps:
             startall(reqs)
             wait_mpi(reqs)
             for f, a, b, out in ops:
                 f(a, b, out=out)
+        self._tr.count(self.nbytes_sent, self.messages)
 
     def free(self) -> None:
         """Free the persistent requests (the plan must not be running)."""
@@ -253,7 +256,7 @@ class PlanCache:
         deterministic, dtype)``; the previous last goes to the table, whose oldest plans
         beyond :attr:`kept` are evicted (and freed)."""
         prev, self.last = self.last, (*call, key, plan)
-        if prev is not None and prev[7] is not plan:
+        if prev is not None:
             self._plans[prev[6]] = prev[7]
             while len(self._plans) > self.kept:
                 _, old = self._plans.popitem(last=False)

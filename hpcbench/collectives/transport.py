@@ -101,6 +101,25 @@ class Transport:
         """Nonblocking receive into contiguous array ``buf`` from rank ``source``."""
         return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes)
 
+    def exchange_init(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
+                      tag: int) -> tuple[MPI.Prequest, MPI.Prequest]:
+        """Persistent receive and send (``Recv_init``, ``Send_init``) with the buffer spec of
+        :meth:`isend`/:meth:`irecv`, so either form matches the other; not counted
+        here: a run of the pair counts through :meth:`count`.
+
+        Returns
+        -------
+        (MPI.Prequest, MPI.Prequest)
+            The receive's request, then the send's (inactive until started).
+        """
+        return (self.comm.Recv_init(_mpi_buffer(recvbuf), source, tag),
+                self.comm.Send_init(_mpi_buffer(sendbuf), dest, tag))
+
+    def count(self, nbytes: int, messages: int) -> None:
+        """Add sends made outside :meth:`isend` (started persistent requests) to the counters."""
+        self.bytes_sent += nbytes
+        self.messages_sent += messages
+
     def sendrecv(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
                  tag: int) -> None:
         """Exchange: send ``sendbuf`` to ``dest`` while receiving ``recvbuf`` from ``source``."""
