@@ -32,15 +32,6 @@ __all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "Traces
 _Strict = Strict
 
 
-def _registered(registry, what: str):
-    """A field validator accepting only the names of ``registry``."""
-    def check(value):
-        if value not in registry:
-            raise ValueError(f"unknown {what} {value!r}; registered: {', '.join(registry)}")
-        return value
-    return check
-
-
 class DatasetConfig(_Strict):
     """Which real dataset, and how it is split across registered clients.
 
@@ -74,7 +65,7 @@ class DatasetConfig(_Strict):
     max_test_samples: int = Field(2000, ge=1)
     """largest test set evaluated by the aggregator"""
 
-    _name = field_validator("name")(_registered(DATASETS, "dataset"))
+    _name = field_validator("name")(DATASETS.checker())
 
     @model_validator(mode="after")
     def _check(self):
@@ -105,7 +96,7 @@ class ModelConfig(_Strict):
     layers: int = Field(1, ge=1, le=8)
     """LSTM layers (charlstm)"""
 
-    _name = field_validator("name")(_registered(MODELS, "model"))
+    _name = field_validator("name")(MODELS.checker())
 
 
 class TraceConfig(_Strict):

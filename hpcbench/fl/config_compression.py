@@ -50,11 +50,11 @@ class CompressionConfig(Strict):
             return self  # uncompressed: nothing to probe (and no torch to import)
         import torch
 
-        from hpcbench.compress.registry import compressor_class, names
+        from hpcbench.compress.registry import REGISTRY
 
-        if self.name not in names():
-            raise ValueError(f"name: unknown compressor {self.name!r}; choose from {', '.join(names())}")
-        cls = compressor_class(self.name)
+        if self.name not in REGISTRY:
+            raise ValueError(f"name: {REGISTRY.unknown(self.name)}")
+        cls = REGISTRY[self.name]
         if self.ratio is not None and not cls.takes_ratio:
             raise ValueError(f"ratio: compressor {self.name!r} takes no ratio (got {self.ratio!r})")
         if not cls.fixed_size:

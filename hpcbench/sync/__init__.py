@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import importlib
 
+from hpcbench.runtime.registry import Registry
 from hpcbench.sync.base import Synchroniser, SyncOptions, Unavailable
 
-__all__ = ["Synchroniser", "SyncOptions", "Unavailable", "names", "get", "build"]
+__all__ = ["Synchroniser", "SyncOptions", "Unavailable", "names", "get", "build", "registry"]
 
 #: synchroniser name -> module defining its class as ``SYNCHRONISER``
 _MODULES: dict[str, str] = {
@@ -26,11 +27,19 @@ _MODULES: dict[str, str] = {
 _COLLECTIVE = "hpcbench.sync.collective"
 
 
-def names() -> list[str]:
-    """Every synchroniser name: ``mpi``, hpcbench's allreduce algorithms and ``auto``, then the rest."""
+def registry() -> Registry[str]:
+    """Synchroniser name -> the module defining it: ``mpi``, hpcbench's allreduce algorithms and ``auto``
+    (all :mod:`hpcbench.sync.collective`), then the rest of :data:`_MODULES`."""
     from hpcbench.collectives import algorithm_names
 
-    return ["mpi", *algorithm_names(), "auto", *[n for n in _MODULES if n != "mpi"]]
+    collective = [(a, _COLLECTIVE) for a in [*algorithm_names(), "auto"]]
+    return Registry("synchroniser", [("mpi", _MODULES["mpi"]), *collective,
+                                     *((n, m) for n, m in _MODULES.items() if n != "mpi")])
+
+
+def names() -> list[str]:
+    """Every synchroniser name, in :func:`registry` order."""
+    return list(registry())
 
 
 def get(name: str) -> type[Synchroniser]:
@@ -38,12 +47,10 @@ def get(name: str) -> type[Synchroniser]:
 
     Raises
     ------
-    ValueError
+    hpcbench.runtime.registry.UnknownName
         Unknown name (the message lists the registered ones).
     """
-    if name not in names():
-        raise ValueError(f"unknown synchroniser {name!r}; choose from {', '.join(names())}")
-    module = importlib.import_module(_MODULES.get(name, _COLLECTIVE))
+    module = importlib.import_module(registry()[name])
     if name in _MODULES:
         return module.SYNCHRONISER
     return module.for_algorithm(name)
@@ -54,7 +61,7 @@ def build(name: str, comm, transport=None, options: SyncOptions = SyncOptions())
 
     Raises
     ------
-    ValueError
+    hpcbench.runtime.registry.UnknownName
         Unknown name.
     Unavailable
         It cannot run here (the message says why).

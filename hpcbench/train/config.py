@@ -22,13 +22,6 @@ __all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigEr
 SCHEDULES = ("fifo", "priority")
 
 
-def _choose(kind: str, value: str, known) -> str:
-    known = list(known)
-    if value not in known:
-        raise ValueError(f"unknown {kind} {value!r}; choose from {', '.join(known) or 'none registered'}")
-    return value
-
-
 class LinkConfig(Strict):
     """The links hpcbench's collectives run over: ``shared`` (MPI over shared memory) or ``model``.
 
@@ -101,18 +94,18 @@ class TrainConfig(Strict):
     def _model(cls, v):
         from hpcbench.train.models import MODELS
 
-        return _choose("model", v, MODELS)
+        return MODELS.check(v)
 
     @field_validator("sync")
     @classmethod
     def _sync(cls, v):
-        from hpcbench.sync import names
+        from hpcbench.sync import registry
 
         if not v:
             raise ValueError("give at least one synchroniser")
         for s in v:
             base, _, sched = s.partition(":")
-            _choose("synchroniser", base, names())
+            registry().check(base)
             if ":" in s and sched not in SCHEDULES:
                 raise ValueError(f"synchroniser {s!r}: schedule {sched!r} is none of {', '.join(SCHEDULES)}")
         if len(set(v)) != len(v):
@@ -122,16 +115,17 @@ class TrainConfig(Strict):
     @field_validator("algorithm")
     @classmethod
     def _algorithm(cls, v):
-        from hpcbench.collectives import algorithm_names
+        from hpcbench.collectives.algorithms import ALGORITHMS, names
 
-        return _choose("algorithm", v, [*algorithm_names(), "auto"])
+        names()     # loads the registry
+        return v if v == "auto" else ALGORITHMS.check(v)
 
     @field_validator("compressor")
     @classmethod
     def _compressor(cls, v):
-        from hpcbench.compress.registry import names
+        from hpcbench.compress.registry import REGISTRY
 
-        return _choose("compressor", v, names())
+        return REGISTRY.check(v)
 
     @field_validator("monitors")
     @classmethod
@@ -139,7 +133,7 @@ class TrainConfig(Strict):
         from hpcbench.monitors import MONITORS
 
         for m in v:
-            _choose("monitor", m, MONITORS)
+            MONITORS.check(m)
         return v
 
     @model_validator(mode="after")
