@@ -85,16 +85,15 @@ def test_an_emulated_rank_never_imports_torch():
         import numpy as np
         from mpi4py import MPI
         from hpcbench.runtime.dilation import TimeDilation
-        from hpcbench.sync import SyncOptions, build
+        from hpcbench.sync import build
         from hpcbench.train.config import load_config
         from hpcbench.train.emulated import EmulatedWorker
         from hpcbench.train.loop import SyncRun
         from hpcbench.train.profile import ComputeProfile
         cfg = load_config(None, {"model": "resnet50", "compute": "emulated", "sync": "[ring, sma]"})
         prof = ComputeProfile(1e-4, 2e-4, 1e-5, np.array([2e-4, 1e-4, 0.0]), (3000, 2000, 1000))
-        for name in cfg.sync:
-            w = EmulatedWorker(build(name, MPI.COMM_WORLD, None, SyncOptions()), prof, 4 * 2000, True,
-                               TimeDilation(1.0))
+        for section in cfg.sync:
+            w = EmulatedWorker(build(section, MPI.COMM_WORLD), prof, 4 * 2000, True, TimeDilation(1.0))
             w.step(0)
         assert "torch" not in sys.modules, sorted(m for m in sys.modules if m.startswith("torch"))[:3]
         print("no torch")
@@ -108,14 +107,14 @@ def test_every_emulating_synchroniser_reduces_a_numpy_bucket():
     """Emulated ranks hand synchronisers numpy float32 buckets: at world size 1 each leaves them as they are."""
     from mpi4py import MPI
 
-    from hpcbench.sync import SyncOptions, Unavailable, build, get, names
+    from hpcbench.sync import Unavailable, build, get, names
 
     for name in names():
         cls = get(name)
         if not cls.emulates:
             continue
         try:
-            sync = build(name, MPI.COMM_SELF, None, SyncOptions())
+            sync = build(name, MPI.COMM_SELF)
         except Unavailable:
             continue
         flat = np.arange(1000, dtype=np.float32)

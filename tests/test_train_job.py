@@ -126,12 +126,18 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"link.bandwidth": "fast"}, "link.bandwidth"),
     ({"sync": "[sma]", "monitors": "[probe]"}, "averages models"),
     ({"interleave_monitors": "true"}, "interleave_monitors"),
-    ({"compressor": "zip"}, "zip"),
+    ({"sync": "[{name: compressed, compressor: zip}]"}, "unknown compressor 'zip'; registered: "),
+    ({"sync": "[{name: compressed, compressor: {name: qsgd, ratio: 0.1}}]"}, "compressor 'qsgd' takes no ratio"),
+    ({"sync": "[{name: sma, alpha: 1.5}]"}, "sync.0.sma.alpha"),
+    ({"sync": "[{name: sma, algorithm: warp}]"}, "unknown allreduce algorithm 'warp'"),
+    ({"sync": "[{name: ring, alpha: 0.1}]"}, "sync.0.ring.alpha"),
+    ({"sync": "[sma, {name: sma, alpha: 0.5}]"}, "entry 'sma' listed twice"),
+    ({"sync": "[warp]"}, "unknown synchroniser 'warp'; registered: mpi, ring"),
     ({"model": "resnet1000"}, "resnet1000"),
     ({"sync": "[]"}, "at least one"),
     ({"schedule": "priority", "sync": "[ring, mpi]"}, "sync 'mpi' has none"),
     ({"sync": "[ring, mpi:priority]"}, "sync 'mpi:priority' has none"),
-    ({"sync": "[ring:lifo]"}, "schedule 'lifo'"),
+    ({"sync": "[ring:lifo]"}, "sync.0.ring.schedule"),
     ({"profile_file": "x.h5"}, "profile_file: 'x.h5' needs compute: emulated"),
     ({"schedule": "priority", "overlap": "false"}, "needs overlap: true"),
     ({"schedule": "lifo"}, "schedule"),
@@ -153,7 +159,35 @@ def test_every_synchroniser_and_model_is_accepted_by_name():
     from hpcbench.train.models import MODELS
 
     cfg = load_config(None, {"sync": "[" + ", ".join(names()) + "]"})
-    assert cfg.sync == names() and {"ring", "rabenseifner", "tree", "star", "binary_tree_star", "auto", "mpi",
-                                    "horovod", "ddp", "compressed", "sma", "pair"} <= set(names())
+    assert cfg.sync_labels() == names() and {"ring", "rabenseifner", "tree", "star", "binary_tree_star", "auto",
+                                             "mpi", "horovod", "ddp", "compressed", "sma", "pair"} <= set(names())
     for m in MODELS:
         assert load_config(None, {"model": m}).model == m
+
+
+def test_each_synchroniser_is_built_from_its_own_section():
+    """``sync: [{name: sma, alpha: 0.5}, {name: compressed, compressor: {name: topk, ratio: 0.1}}]`` (and plain
+    names): each entry's options reach its synchroniser and no other; --help lists every section's keys."""
+    from mpi4py import MPI
+
+    from hpcbench.sync import build
+    from hpcbench.train.config import TrainConfig, load_config
+    from hpcbench.runtime.config import keys_help
+
+    cfg = load_config(None, {"sync": "[ring:priority, {name: sma, alpha: 0.5, algorithm: tree}, "
+                                     "{name: compressed, compressor: {name: topk, ratio: 0.1}, label: topk10}, "
+                                     "{name: compressed, compressor: qsgd}]"})
+    assert [(label, sched) for label, _, sched in cfg.sync_entries()] == [
+        ("ring:priority", "priority"), ("sma", "fifo"), ("topk10", "fifo"), ("compressed", "fifo")]
+    syncs = [build(section, MPI.COMM_SELF, bucket_bytes=4096, seed=3) for section in cfg.sync]
+    try:
+        ring, sma, topk, qsgd = syncs
+        assert sma.config.alpha == 0.5 and sma.config.algorithm == "tree" and ring.config.schedule == "priority"
+        assert type(topk.compressor).__name__ == "TopKCompressor" and topk.compressor.compress_ratio == 0.1
+        assert type(qsgd.compressor).__name__ == "QSGDCompressor" and sma.bucket_bytes == 4096 and sma.seed == 3
+    finally:
+        for s in syncs:
+            s.close()
+    text = keys_help(TrainConfig)
+    assert "sync entry {name: sma}" in text and "sync[].alpha (default 0.1)" in text
+    assert "sync[].compressor.ratio (default None)" in text and "--sync (default ['ring'])" in text

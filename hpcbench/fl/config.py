@@ -18,12 +18,11 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_v
 from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config_async import AsyncConfig
 from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
-from hpcbench.fl.contracts import strategy_section
 from hpcbench.fl.data import DATASETS
 from hpcbench.fl.models import MODELS
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
-from hpcbench.runtime.config import ConfigError, Strict
+from hpcbench.runtime.config import ConfigError, Strict, strategy_section
 
 __all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
            "FLConfig", "load_config", "flatten_keys"]

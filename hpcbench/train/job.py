@@ -111,14 +111,12 @@ class TrainJob(Job):
         if schedule != "priority" or sync.averages != "gradients":
             return None
         from hpcbench.collectives.cost import link_beta
-        from hpcbench.train.predict import message_time
         from hpcbench.train.priority import priority_order
 
         alpha, beta = self.alpha, self.beta
         if not (math.isfinite(alpha) and math.isfinite(beta)):
             alpha, beta = self.NOMINAL_ALPHA_S, link_beta(self.NOMINAL_BITS_PER_S)
-        cost = [message_time(sync.cost_model or "ring", int(nb), self.comm.size, alpha, beta)
-                for nb in self.plan.nbytes]
+        cost = [sync.message_time(sync.config, int(nb), self.comm.size, alpha, beta) for nb in self.plan.nbytes]
         return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s)
 
     @property
@@ -177,7 +175,7 @@ class TrainJob(Job):
                     buckets=len(self.plan.buckets), bucket_bytes=self.bucket_bytes,
                     compute_time_source=prof.source, profile_file=cfg.profile_file or "",
                     forward_s=prof.forward_s, backward_s=prof.backward_s,
-                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync), overlap=cfg.overlap,
+                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync_labels()), overlap=cfg.overlap,
                     schedule=cfg.schedule)
 
     def _header(self) -> str:
@@ -219,8 +217,8 @@ class TrainJob(Job):
         runs = []
         self.steps_done = 0
         try:
-            for name, base, schedule in cfg.sync_entries():
-                sync, error = self._build_sync(base)
+            for name, section, schedule in cfg.sync_entries():
+                sync, error = self._build_sync(section)
                 if error:
                     if report is not None:
                         report.skipped(name, error)
@@ -257,15 +255,12 @@ class TrainJob(Job):
 
         return [f"{m}_{out}" for m in self.cfg.monitors for out in MONITORS[m].outputs]
 
-    def _build_sync(self, name: str):
-        from hpcbench.sync import SyncOptions, Unavailable, build
+    def _build_sync(self, section):
+        from hpcbench.sync import Unavailable, build
 
-        cfg = self.cfg
-        opts = SyncOptions(algorithm=cfg.algorithm, compressor=cfg.compressor, compress_ratio=cfg.compress_ratio,
-                           alpha=cfg.sma_alpha, bucket_bytes=self.bucket_bytes, seed=cfg.seed)
         sync, error = None, None
         try:
-            sync = build(name, self.sync_comm, self.transport, opts)
+            sync = build(section, self.sync_comm, self.transport, bucket_bytes=self.bucket_bytes, seed=self.cfg.seed)
         except Unavailable as exc:
             error = str(exc)
         error = agree(self.comm, error)

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from hpcbench.train.predict import predict_step
+from hpcbench.train.predict import link_cost, predict_step
 from hpcbench.train.tables import STEP_FIELDS
 
 __all__ = ["Report", "step_row"]
@@ -116,7 +116,7 @@ class Report:
         prof = job.profile
         ready = (job.plan.ready_times(prof.param_ready_s) if self.cfg.overlap
                  else np.full(len(job.plan.buckets), prof.backward_s))
-        return predict_step(prof, job.plan.nbytes, ready, sync.cost_model, self.p, job.alpha, job.beta,
+        return predict_step(prof, job.plan.nbytes, ready, link_cost(sync, self.p, job.alpha, job.beta),
                             sync.averages, "fifo" if order is None else "priority", job.bucket_need_s)
 
     def finish_sync(self, name: str, sync, variant_names: list[str], order=None) -> None:

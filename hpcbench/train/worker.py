@@ -208,7 +208,7 @@ class Worker:
         rec.loss = self._forward_backward(t)
         self._optimize()
         rec.step_s = self.clock() - t0
-        rec.local_sq_norm = self._norm if self.sync.name == "ddp" else math.nan
+        rec.local_sq_norm = self._norm if self.sync.sees_local_buckets else math.nan
         return rec
 
     def _priority_gradients(self, t: int, monitors) -> StepRecord:

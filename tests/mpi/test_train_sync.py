@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from hpcbench.runtime.dilation import NO_DILATION
-from hpcbench.sync import SyncOptions, Unavailable, build, names
+from hpcbench.sync import Unavailable, get, names
 from hpcbench.train.data import DigitsTask
 from hpcbench.train.models import build_model
 from hpcbench.train.profile import ComputeProfile
@@ -33,10 +33,10 @@ def _profile(model) -> ComputeProfile:
     return ComputeProfile(0.0, 0.0, 0.0, np.zeros(len(numels)), numels)
 
 
-def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, order=None, **opts):
+def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, order=None, seed=0, **opts):
     torch.set_num_threads(1)
     try:
-        sync = build(name, comm, None, SyncOptions(bucket_bytes=bucket_bytes, **opts))
+        sync = get(name)(comm, None, get(name).Config(**opts), bucket_bytes=bucket_bytes, seed=seed)
     except Unavailable as exc:
         pytest.skip(str(exc))
     m = build_model(model, 0)
@@ -61,8 +61,7 @@ def _reference(comm, arrays, steps=STEPS):
 
 @pytest.mark.parametrize("name", ALLREDUCE)
 def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, arrays, name):
-    opts = {"compressor": "none"} if name == "compressed" else {}
-    worker, _ = _worker(name, comm, arrays, **opts)
+    worker, _ = _worker(name, comm, arrays)
     try:
         if worker.buckets is not None:
             assert len(worker.plan.buckets) > 1            # several buckets, started during backward
@@ -104,8 +103,8 @@ def test_compressed_is_the_dense_allreduce_of_the_decompressed_contributions(com
     from hpcbench.compress import registry
     from hpcbench.compress.memory import ErrorFeedback
 
-    sync = build("compressed", comm, None, SyncOptions(compressor=compressor, seed=3, **({"compress_ratio": 0.1}
-                                                                                     if opts else {})))
+    section = {"name": compressor, "ratio": opts.get("compress_ratio")}
+    sync = get("compressed")(comm, None, get("compressed").Config(compressor=section), seed=3)
     ref = registry.build(compressor, compress_ratio=opts.get("compress_ratio"), seed=3 * 1009 + comm.rank)
     mem = ErrorFeedback()
     gen = torch.Generator().manual_seed(comm.rank)
