@@ -119,3 +119,26 @@ def test_priority_prediction_by_hand():
                         bucket_need_s=[0.08, 0.0])[0]
     assert fifo == pytest.approx(0.2 + t[1] + 0.04 + 0.1)
     assert prio == pytest.approx(0.2 + t[1] + 0.04 / 11 + 0.08 + 0.04 * 10 / 11 + 0.02)
+
+
+def test_the_digits_stream_sees_every_sample_once_per_epoch_whatever_the_batch_sizes():
+    """A batch that changes at run time re-slices the stream: the steps' global batches tile the epochs'
+    permutations, each worker takes its slice (per-worker sizes too), a step may span two epochs."""
+    from hpcbench.train.data import DigitsTask
+
+    arrays = DigitsTask.load(0)
+    n = len(arrays[1])
+    workers = [DigitsTask(0, r, 3, arrays) for r in range(3)]
+    position, seen = 0, []
+    schedule = [(5, 5, 5)] * 40 + [(64, 64, 64)] * 10 + [(1, 30, 7)] * 30 + [(100, 100, 100)] * 10
+    for sizes in schedule:
+        parts = [w.stream(position + sum(sizes[:r]), sizes[r]) for r, w in enumerate(workers)]
+        x, y = workers[1].take(position, sizes)
+        assert len(y) == sizes[1] and np.array_equal(y.numpy(), arrays[1][parts[1]])
+        seen.append(np.concatenate(parts))
+        position += sum(sizes)
+    stream = np.concatenate(seen)
+    assert len(stream) == position > 2 * n
+    for e in range(position // n):
+        assert np.array_equal(np.sort(stream[e * n:(e + 1) * n]), np.arange(n)), e      # once per epoch
+    assert not np.array_equal(stream[:n], stream[n:2 * n])                              # a new order each epoch

@@ -68,6 +68,9 @@ class TrainConfig(Strict):
     image_size: int = Field(224, ge=8, description="synthetic images are image_size x image_size (KungFu: 224)")
     batch_size: int = Field(32, ge=1, description="samples per worker per step")
     lr: float = Field(0.01, gt=0.0, description="SGD learning rate (KungFu: 0.01)")
+    epoch_size: Optional[int] = Field(None, ge=1, description="samples per epoch, all workers together (KungFu's "
+                                                              "--epoch-size); default: the training set (digits: "
+                                                              "1347); synthetic images have no epochs unless given")
     warmup: int = Field(10, ge=0, description="warm-up steps before each synchroniser's measurement")
     iterations: int = Field(10, ge=1, description="measured iterations (per monitor variant)")
     batches_per_iter: int = Field(10, ge=1, description="steps per iteration")

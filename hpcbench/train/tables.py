@@ -26,8 +26,10 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("wait_s", "float64", "s", "wait for the slowest rank's compute (max compute - own), mean over ranks"),
         C("hidden_fraction", "float64", "1", "1 - (exposed / span): share of communication hidden, mean"),
         C("monitor_s", "float64", "s", "time in monitors, mean over ranks"),
+        C("global_batch", "int64", "1", "samples of the step over all workers (the batch sizes in effect then)"),
+        C("batch_size", "float64", "1", "global_batch / workers (each worker's, when all are equal)"),
         C("samples_per_s_worker", "float64", "1/s", "batch_size / step_s"),
-        C("samples_per_s_total", "float64", "1/s", "workers x batch_size / step_s"),
+        C("samples_per_s_total", "float64", "1/s", "global_batch / step_s"),
         C("loss", "float64", "1", "training loss, mean over ranks (NaN: emulated)"),
         C("local_sq_norm", "float64", "1", "rank 0's |g_local|^2 before synchronisation (NaN: not measured)"),
         *[C(name, "float64", "1", "monitor output (NaN: not observed this step)") for name in monitor_columns],
@@ -35,7 +37,7 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
     iters = results.table("iterations", [
         C("sync", "str", "", ""), C("variant", "str", "", ""),
         C("iteration", "int64", "1", "measured iteration, from 0"),
-        C("img_per_s_worker", "float64", "1/s", "batch_size x batches_per_iter / sum of step_s (KungFu's "
+        C("img_per_s_worker", "float64", "1/s", "sum of the steps' batch_size / sum of their step_s (KungFu's "
                                                  "'img/sec per worker')"),
         C("accuracy", "float64", "1", "rank 0 replica's held-out accuracy after the iteration (digits)"),
     ], "one row per measured iteration")
