@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -111,6 +113,8 @@ def test_emulated_priority_schedule_side_by_side_and_a_replayed_profile(tmp_path
     (2, ["--sync", "[ring, warp]"], "warp"),
     (1, ["--time_dilation", "4"], "time_dilation"),
     (1, ["--monitors", "[gns_typo]"], "gns_typo"),
+    (3, ["--policies", "[{name: batch_schedule, batch_size: {5: 0}}]"],
+     "key 'policies.0.batch_schedule.batch_size.5' has bad value 0"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     out = tmp_path / "bad.h5"
@@ -141,6 +145,13 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"profile_file": "x.h5"}, "profile_file: 'x.h5' needs compute: emulated"),
     ({"schedule": "priority", "overlap": "false"}, "needs overlap: true"),
     ({"schedule": "lifo"}, "schedule"),
+    ({"policies": "[{name: batch_schedule}]"}, "give a schedule"),
+    ({"policies": "[{name: batch_schedule, batch_size: '0:8', unit: week}]"}, "policies.0.batch_schedule.unit"),
+    ({"policies": "[{batch_size: {0: 8}}]"}, "no name; registered: batch_schedule"),
+    ({"policies": "[{name: batch_schedule, batch_size: {0: 8}, lr: {0: 1}}]"}, "policies.0.batch_schedule.lr"),
+    ({"policies": "[warp]"}, "unknown policy 'warp'; registered: batch_schedule"),
+    ({"model": "resnet18", "policies": "[{name: batch_schedule, unit: epoch, batch_size: {2: 8}}]"},
+     "policies.0: 'batch_schedule' acts on epochs; synthetic images have none: set epoch_size"),
 ])
 def test_config_errors_name_the_key_and_value(monkeypatch, overrides, needle):
     from hpcbench import monitors
@@ -191,3 +202,37 @@ def test_each_synchroniser_is_built_from_its_own_section():
     text = keys_help(TrainConfig)
     assert "sync entry {name: sma}" in text and "sync[].alpha (default 0.1)" in text
     assert "sync[].compressor.ratio (default None)" in text and "--sync (default ['ring'])" in text
+
+
+_BOOM = """
+import sys, time
+from hpcbench.policies import POLICIES, Policy
+
+class Boom(Policy):
+    name, decides = "boom", frozenset({"batch_size"})
+
+    def after_step(self, ctx, telemetry):
+        if ctx.rank == ctx.world_size - 1 and ctx.step == 2:
+            print(f"BOOM AT {time.time()!r}", file=sys.stderr, flush=True)
+            raise ZeroDivisionError("a bug in the policy")
+
+POLICIES.register("boom", Boom)
+from hpcbench.train.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [3])
+def test_a_policy_that_raises_ends_every_rank_within_5_s_naming_the_policy(tmp_path, n):
+    """The last rank's policy raises in after_step of step 2; the others wait in the next step's exchange: the
+    lifecycle ends them all (exit 1), the message names the policy, the hook, the step and the rank."""
+    out = tmp_path / "boom.h5"
+    proc = run_mpi(n, ["-c", _BOOM, *QUICK, "--model", "digits_mlp", "--batch_size", "4", "--sync", "[ring]",
+                       "--policies", "[boom]", "--output", str(out)], timeout=120)
+    ended = time.time()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"policy 'boom' raised in after_step at step 2 on rank {n - 1}: ZeroDivisionError: a bug in the policy" \
+        in proc.stderr
+    raised = float(re.search(r"BOOM AT ([0-9.]+)", proc.stderr).group(1))
+    assert ended - raised < 5.0, f"{ended - raised:.1f} s from the raise to the end of every rank"

@@ -121,6 +121,8 @@ class Synchroniser(ABC):
     #: ``"wrapped"``: whether :meth:`wrap` hands ``on_bucket`` each local gradient bucket (so the
     #: local gradient norm is measured)
     sees_local_buckets: ClassVar[bool] = False
+    #: whether :meth:`use_algorithm` can switch its allreduce algorithm between steps (its ``algorithm``)
+    switches_algorithm: ClassVar[bool] = False
 
     def __init__(self, comm, transport=None, config: SyncConfig | None = None, *, bucket_bytes: int = 25 << 20,
                  seed: int = 0) -> None:
@@ -201,6 +203,17 @@ class Synchroniser(ABC):
         is reduced, where the framework allows it (for the local gradient norm).
         """
         raise NotImplementedError
+
+    def use_algorithm(self, algorithm: str) -> None:
+        """Reduce with allreduce algorithm ``algorithm`` (a registered name or ``"auto"``) from the next start
+        on (``switches_algorithm`` only; every rank switches before the same step).
+
+        Raises
+        ------
+        ValueError
+            It cannot switch, or the name is not registered.
+        """
+        raise ValueError(f"{self.name}: cannot switch its allreduce algorithm")
 
     def close(self) -> None:
         """Release what :meth:`__init__` started (collective)."""

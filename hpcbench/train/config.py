@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
+from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, strategy_section
 from hpcbench.sync import SYNCHRONISERS
 
-__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry"]
+__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
+           "SyncSection", "PolicyEntry"]
 
 #: bucket schedules (:mod:`hpcbench.train.priority`)
 SCHEDULES = ("fifo", "priority")
@@ -31,6 +33,10 @@ def _sync_shorthand(text: str) -> dict:
 
 #: one ``sync`` entry: a synchroniser's section, or its name (``NAME:SCHEDULE`` sets its schedule)
 SyncEntry, _RING = strategy_section(SYNCHRONISERS, "sync", "ring", shorthand=_sync_shorthand)
+#: validates one ``sync`` entry (a policy's decision to switch synchroniser names one)
+SyncSection = TypeAdapter(SyncEntry)
+#: one ``policies`` entry: a policy's section, or its name
+PolicyEntry, _ = strategy_section(POLICIES, "policies")
 
 
 class LinkConfig(Strict):
@@ -85,6 +91,9 @@ class TrainConfig(Strict):
         "fifo", description="fifo: buckets reduced as backward completes them, all before the optimizer step "
                             "(DDP); priority: one at a time, the bucket the next forward needs first, each "
                             "bucket's update just before its first use (ByteScheduler, P3)")
+    policies: list[PolicyEntry] = Field([], description="adaptation policies (hpcbench.policies registry), each "
+                                                        "its section {name: NAME, ...its keys} (below); their "
+                                                        "hooks run in this order before a step, in reverse after")
     monitors: list[str] = Field([], description="online monitors (hpcbench.monitors registry)")
     monitor_interval: int = Field(1, ge=1)
     interleave_monitors: bool = Field(False, description="cycle iterations through no monitor and each monitor "
@@ -158,7 +167,28 @@ class TrainConfig(Strict):
                                  f"averages models")
         elif self.interleave_monitors:
             raise ValueError("interleave_monitors: true needs at least one entry in monitors")
+        self._check_policies()
         return self
+
+    def _check_policies(self) -> None:
+        from hpcbench.train.decisions import APPLIERS
+        from hpcbench.train.models import MODELS
+
+        for i, p in enumerate(self.policies):
+            cls = POLICIES[p.name]
+            missing = sorted(set(cls.decides) - set(APPLIERS))
+            if missing:
+                raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
+                                 f"runner cannot apply (it applies {', '.join(APPLIERS)})")
+            if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].task == "synthetic":
+                raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
+                                 f"epoch_size (samples per epoch)")
+
+    def policy_names(self) -> list[str]:
+        """Each policy's name in messages and the ``decisions`` table (``NAME``, or ``NAME#i`` when a policy is
+        listed twice)."""
+        names = [p.name for p in self.policies]
+        return [n if names.count(n) == 1 else f"{n}#{i}" for i, n in enumerate(names)]
 
     def sync_entries(self) -> list[tuple[str, "SyncEntry", str]]:
         """``(label, section, schedule)`` of every ``sync`` entry: ``"ring:priority"`` gives

@@ -95,6 +95,9 @@ class EmulatedWorker:
         """Nothing to remove (no hooks); the synchroniser is closed by its owner. What the last step left in
         flight is not waited for (after a failure it may never complete): :meth:`flush` first on a normal end."""
 
+    def set_learning_rate(self, lr: float) -> None:
+        """Nothing to change: the emulated replica has no optimizer (its step time does not depend on it)."""
+
     def flush(self) -> None:
         """``schedule: priority``: wait for the last step's buckets (their updates are the next forward's)."""
         if self.order is not None and self._pending:

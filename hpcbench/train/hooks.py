@@ -8,10 +8,12 @@ order and the after-methods in reverse order, as KungFu's ``PolicyHook``
 does (nested like context managers: the first hook sees a step first and
 last). Every hook receives the run's :class:`~hpcbench.train.context.TrainContext`;
 ``after_step`` also the step's :class:`~hpcbench.policies.telemetry.Telemetry`.
+``on_decision`` tells every hook about a decision the loop applied (a
+policy's, :mod:`hpcbench.policies`).
 
 The loop's own concerns are hooks here: the fault injection point, the
 monitors, rank 0's progress bar; the report (:mod:`hpcbench.train.report`)
-is a hook too.
+and the policies (:mod:`hpcbench.train.policyhook`) are hooks too.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class Hook:
 
     def after_train(self, ctx) -> None:
         """Once, after the last step (what the last step left in flight is complete)."""
+
+    def on_decision(self, ctx, applied) -> None:
+        """A policy's decision was applied before step ``applied.step`` (every rank, same step)."""
 
 
 class FaultHook(Hook):

@@ -241,7 +241,7 @@ class TrainJob(Job):
             self._drive([r.run() for r in runs], cfg.interleave_sync)
         finally:
             for r in runs:
-                r.ctx.sync.close()
+                r.ctx.sync.close()      # the active one: a policy may have switched it
         if report is not None:
             progress.close()
             report.comparison()
@@ -261,8 +261,20 @@ class TrainJob(Job):
         state = BatchState((cfg.batch_size,) * comm.size, cfg.lr, comm.rank)
         ctx = TrainContext(self.setup, label, sync, schedule, self.bucket_order(sync, schedule), state, plan=plan)
         fault, *rank0 = job_hooks
-        hooks = [fault, monitors, *(h for h in rank0 if h is not None)]
-        return TrainLoop(ctx, hooks, plan)
+        policies = self._policies(label)
+        hooks = [fault, monitors, *([policies] if policies else []), *(h for h in rank0 if h is not None)]
+        return TrainLoop(ctx, hooks, plan, policies)
+
+    def _policies(self, label: str):
+        """A fresh :class:`~hpcbench.train.policyhook.PolicyHook` of the configured policies for entry ``label``'s
+        run (one per run: policies keep state), or None without policies."""
+        if not self.cfg.policies:
+            return None
+        from hpcbench.policies import POLICIES
+        from hpcbench.train.policyhook import PolicyHook
+
+        built = [(name, POLICIES[s.name](s)) for name, s in zip(self.cfg.policy_names(), self.cfg.policies)]
+        return PolicyHook(built, self.comm)
 
     @staticmethod
     def _drive(gens: list, interleave: bool) -> None:

@@ -8,10 +8,12 @@ Per step ``t`` of a run, on every rank:
 3. the replica trains the step on this worker's slice of the data
    (:meth:`hpcbench.train.data.DigitsTask.take`, sized by the context's
    :class:`~hpcbench.train.context.BatchState`);
-4. the step's numbers go to rank 0 and become its
-   :class:`~hpcbench.policies.telemetry.Telemetry`;
+4. the step's numbers go to rank 0 (every rank, when a hook asks for them
+   everywhere) and become its :class:`~hpcbench.policies.telemetry.Telemetry`;
 5. ``after_step`` hooks in reverse order, then ``after_epoch`` hooks (reverse
-   order) when the step completed an epoch.
+   order) when the step completed an epoch;
+6. the policies' decisions are agreed and those due at ``t + 1`` applied
+   (:class:`hpcbench.train.policyhook.PolicyHook`).
 
 After the last step the replica completes what is in flight and the
 ``after_train`` hooks run (reverse order). The run is a generator that
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.heap import trim_heap
-from hpcbench.runtime.wait import sleep_gather
+from hpcbench.runtime.wait import sleep_allgather, sleep_gather
 from hpcbench.train.tables import STEP_FIELDS
 
 __all__ = ["TrainLoop", "build_worker"]
@@ -57,11 +59,18 @@ class TrainLoop:
     hooks : sequence of hpcbench.train.hooks.Hook
         In order: before-methods run first to last, after-methods last to first.
     plan : object with ``next(ctx) -> StepInfo | None``
+    policies : hpcbench.train.policyhook.PolicyHook, optional
+        The policies' hook (also in ``hooks``): at the end of each step the
+        loop asks it to agree on the step's decisions, then applies those due
+        before the next step (:func:`hpcbench.train.decisions.apply_decision`)
+        and tells every hook (``on_decision``).
     """
 
-    def __init__(self, ctx, hooks, plan) -> None:
-        self.ctx, self.hooks, self.plan = ctx, list(hooks), plan
+    def __init__(self, ctx, hooks, plan, policies=None) -> None:
+        self.ctx, self.hooks, self.plan, self.policies = ctx, list(hooks), plan, policies
         self.reversed = self.hooks[::-1]
+        #: every rank gets every rank's numbers (a policy reads them), else rank 0 only
+        self.gather_all = bool(policies is not None and policies.needs_all_ranks)
 
     def run(self):
         """Train every step of the plan; a generator yielding each iteration's index at its last step."""
@@ -71,6 +80,7 @@ class TrainLoop:
         try:
             for h in self.hooks:
                 h.before_train(ctx)
+            self._apply(0)
             started = -1
             while (info := self.plan.next(ctx)) is not None:
                 ctx.info = info
@@ -85,7 +95,7 @@ class TrainLoop:
                 batch = data.take(ctx.samples, sizes) if data is not None else None
                 rec = ctx.worker.step(info.step, batch, ctx.monitors_due)
                 local = rec.vector()
-                ranks = sleep_gather(comm, local)
+                ranks = sleep_allgather(comm, local) if self.gather_all else sleep_gather(comm, local)
                 tel = Telemetry(info.step, epoch, STEP_FIELDS, local, ranks, rec.monitor_values, sizes)
                 for h in self.reversed:
                     h.after_step(ctx, tel)
@@ -93,6 +103,9 @@ class TrainLoop:
                 if ctx.epoch > epoch:
                     for h in self.reversed:
                         h.after_epoch(ctx)
+                if self.policies is not None:
+                    self.policies.agree(ctx)
+                    self._apply(info.step + 1)
                 if info.last:
                     yield info.iteration
             ctx.worker.flush()
@@ -102,3 +115,14 @@ class TrainLoop:
             ctx.worker.close()
             ctx.worker = None      # free its buffers before the next synchroniser's
             trim_heap()
+
+    def _apply(self, step: int) -> None:
+        """Apply the agreed decisions due before ``step`` and tell every hook."""
+        if self.policies is None:
+            return
+        from hpcbench.train.decisions import apply_decision
+
+        for name, decision, decided in self.policies.due(step):
+            applied = apply_decision(self.ctx, name, decision, decided, step)
+            for h in self.hooks:
+                h.on_decision(self.ctx, applied)

@@ -97,6 +97,14 @@ class Report(Hook):
         """Summaries of each variant; KungFu's closing lines."""
         self._finish(ctx.label, ctx.sync, ctx.plan.variants, ctx.order)
 
+    def on_decision(self, ctx, applied) -> None:
+        """One ``decisions`` row, and a line, per decision applied."""
+        self.tables["decisions"].append(applied.row(ctx.label))
+        d = applied.decision
+        what = ", ".join(f"{k} {v}" for k, v in d.changes().items())
+        self.progress.write(f"Policy {applied.policy}: {what} from step {applied.step}"
+                            + (f" ({d.reason})" if d.reason else ""))
+
     # -- lines and summaries ---------------------------------------------------------------------
     def _iteration(self, sync: str, variant: str, iteration: int, accuracy: float) -> None:
         """Close a measured iteration: KungFu's ``Iter #i: X img/sec per worker`` line."""

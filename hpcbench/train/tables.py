@@ -9,7 +9,8 @@ STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "
 
 
 def make_tables(results, monitor_columns: list[str]) -> dict:
-    """Create the ``steps``, ``iterations``, ``summary``, ``buckets`` and ``profile`` tables; returns them by name."""
+    """Create the ``steps``, ``iterations``, ``summary``, ``buckets``, ``profile`` and ``decisions`` tables;
+    returns them by name."""
     from hpcbench.results import Column as C
 
     steps = results.table("steps", [
@@ -77,4 +78,17 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("ready_s", "float64", "s", "gradient accumulated, from the start of backward (as replayed)"),
         C("need_s", "float64", "s", "first used by forward, from its start (as replayed)"),
     ], "the compute profile the run replayed, per parameter (profile_file: of a later run)")
-    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile}
+    decisions = results.table("decisions", [
+        C("sync", "str", "", "the entry whose run it changed"),
+        C("step", "int64", "1", "the step it took effect before (from 0)"),
+        C("decided_step", "int64", "1", "the step after which the ranks agreed on it (-1: before training)"),
+        C("policy", "str", "", "the policy that decided"),
+        C("batch_size", "str", "", "new per-worker batch size ('' unchanged; per worker: comma-separated)"),
+        C("learning_rate", "float64", "1", "new learning rate (NaN: unchanged)"),
+        C("synchroniser", "str", "", "new synchroniser ('' unchanged)"),
+        C("algorithm", "str", "", "new allreduce algorithm ('' unchanged)"),
+        C("workers", "int64", "1", "new worker count (-1: unchanged)"),
+        C("reason", "str", "", "the policy's reason"),
+    ], "one row per decision a policy made and the loop applied")
+    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile,
+            "decisions": decisions}

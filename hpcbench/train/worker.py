@@ -99,6 +99,12 @@ class Worker:
             self._bucket_opts[b].zero_grad()
             self._pending[b] = False
 
+    def set_learning_rate(self, lr: float) -> None:
+        """Take SGD steps of ``lr`` from now on (every optimizer of this replica)."""
+        for opt in [self.optimizer, *getattr(self, "_bucket_opts", ())]:
+            for group in opt.param_groups:
+                group["lr"] = lr
+
     def flush(self) -> None:
         """``schedule: priority``: apply what the last step left (before evaluating or reading the model)."""
         if self.order is not None:
