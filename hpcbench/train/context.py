@@ -13,8 +13,9 @@ so a change made by a policy is never read from a stale copy of the config.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -102,8 +103,6 @@ class TrainSetup:
         None on an emulated rank that never needs real inputs.
     dilation : hpcbench.runtime.dilation.TimeDilation
     link : LinkCost
-    bucket_order : callable
-        ``bucket_order(sync, schedule) -> order or None`` (the priority schedule's bucket order).
     """
 
     comm: Any
@@ -116,7 +115,26 @@ class TrainSetup:
     data: Any
     dilation: Any
     link: LinkCost
-    bucket_order: Callable
+
+    #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
+    #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order
+    NOMINAL_ALPHA_S, NOMINAL_BITS_PER_S = 5e-6, 10e9
+
+    def bucket_order(self, sync, schedule: str):
+        """Under ``schedule`` ``"priority"``, synchroniser ``sync``'s bucket start order (the same on every rank,
+        from the broadcast profile and the synchroniser's cost model over the link,
+        :func:`hpcbench.train.priority.priority_order`); None under FIFO or for a synchroniser that does not
+        average gradients."""
+        if schedule != "priority" or sync.averages != "gradients":
+            return None
+        from hpcbench.collectives.cost import link_beta
+        from hpcbench.train.priority import priority_order
+
+        alpha, beta = self.link.alpha_s, self.link.beta_s_per_byte
+        if not (math.isfinite(alpha) and math.isfinite(beta)):
+            alpha, beta = self.NOMINAL_ALPHA_S, link_beta(self.NOMINAL_BITS_PER_S)
+        cost = [sync.message_time(sync.config, int(nb), self.comm.size, alpha, beta) for nb in self.plan.nbytes]
+        return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s)
 
 
 @dataclass

@@ -102,27 +102,7 @@ class TrainJob(Job):
                                overlap=cfg.overlap, bucket_bytes=self.bucket_bytes, progress=cfg.progress)
         return TrainSetup(comm=self.comm, sync_comm=self.sync_comm, transport=self.transport, settings=settings,
                           profile=self.profile, plan=self.plan, bucket_need_s=self.bucket_need_s, data=data,
-                          dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"),
-                          bucket_order=self.bucket_order)
-
-    #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
-    #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order
-    NOMINAL_ALPHA_S, NOMINAL_BITS_PER_S = 5e-6, 10e9
-
-    def bucket_order(self, sync, schedule: str):
-        """Under ``schedule`` ``"priority"``, synchroniser ``sync``'s bucket start order (the same on every rank,
-        from the broadcast profile and the algorithm's cost model over the link); None under FIFO or for a
-        synchroniser that does not average gradients."""
-        if schedule != "priority" or sync.averages != "gradients":
-            return None
-        from hpcbench.collectives.cost import link_beta
-        from hpcbench.train.priority import priority_order
-
-        alpha, beta = self.alpha, self.beta
-        if not (math.isfinite(alpha) and math.isfinite(beta)):
-            alpha, beta = self.NOMINAL_ALPHA_S, link_beta(self.NOMINAL_BITS_PER_S)
-        cost = [sync.message_time(sync.config, int(nb), self.comm.size, alpha, beta) for nb in self.plan.nbytes]
-        return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s)
+                          dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"))
 
     @property
     def bucket_bytes(self) -> int:
@@ -259,7 +239,8 @@ class TrainJob(Job):
         monitors = MonitorHook(cfg.monitors, cfg.monitor_interval, cfg.interleave_monitors)
         plan = MeasuredPlan(cfg.warmup, cfg.iterations, cfg.batches_per_iter, [v for v, _ in monitors.variants])
         state = BatchState((cfg.batch_size,) * comm.size, cfg.lr, comm.rank)
-        ctx = TrainContext(self.setup, label, sync, schedule, self.bucket_order(sync, schedule), state, plan=plan)
+        ctx = TrainContext(self.setup, label, sync, schedule, self.setup.bucket_order(sync, schedule), state,
+                           plan=plan)
         fault, *rank0 = job_hooks
         policies = self._policies(label)
         hooks = [fault, monitors, *([policies] if policies else []), *(h for h in rank0 if h is not None)]

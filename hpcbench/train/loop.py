@@ -2,18 +2,19 @@
 
 Per step ``t`` of a run, on every rank:
 
-1. the plan names the step (:class:`hpcbench.train.plan.MeasuredPlan`);
+1. the plan names the step (:class:`hpcbench.train.plan.MeasuredPlan`), and
+   the policies' decisions due before it are applied;
 2. ``before_epoch`` (when a new epoch starts, and before the first step)
    and ``before_step`` hooks, in list order;
 3. the replica trains the step on this worker's slice of the data
    (:meth:`hpcbench.train.data.DigitsTask.take`, sized by the context's
    :class:`~hpcbench.train.context.BatchState`);
-4. the step's numbers go to rank 0 (every rank, when a hook asks for them
+4. the step's numbers go to rank 0 (every rank, when a policy asks for them
    everywhere) and become its :class:`~hpcbench.policies.telemetry.Telemetry`;
 5. ``after_step`` hooks in reverse order, then ``after_epoch`` hooks (reverse
    order) when the step completed an epoch;
-6. the policies' decisions are agreed and those due at ``t + 1`` applied
-   (:class:`hpcbench.train.policyhook.PolicyHook`).
+6. the policies' proposals are agreed (:class:`hpcbench.train.policyhook.PolicyHook`),
+   and the decisions due before the next step are applied when it starts.
 
 After the last step the replica completes what is in flight and the
 ``after_train`` hooks run (reverse order). The run is a generator that
@@ -61,8 +62,8 @@ class TrainLoop:
     plan : object with ``next(ctx) -> StepInfo | None``
     policies : hpcbench.train.policyhook.PolicyHook, optional
         The policies' hook (also in ``hooks``): at the end of each step the
-        loop asks it to agree on the step's decisions, then applies those due
-        before the next step (:func:`hpcbench.train.decisions.apply_decision`)
+        loop asks it to agree on the step's decisions; before each step it
+        applies those due (:func:`hpcbench.train.decisions.apply_decision`)
         and tells every hook (``on_decision``).
     """
 
@@ -80,9 +81,9 @@ class TrainLoop:
         try:
             for h in self.hooks:
                 h.before_train(ctx)
-            self._apply(0)
             started = -1
             while (info := self.plan.next(ctx)) is not None:
+                self._apply(info.step)
                 ctx.info = info
                 epoch = ctx.epoch
                 if epoch > started:
@@ -97,15 +98,14 @@ class TrainLoop:
                 local = rec.vector()
                 ranks = sleep_allgather(comm, local) if self.gather_all else sleep_gather(comm, local)
                 tel = Telemetry(info.step, epoch, STEP_FIELDS, local, ranks, rec.monitor_values, sizes)
+                ctx.samples += int(sum(sizes))
                 for h in self.reversed:
                     h.after_step(ctx, tel)
-                ctx.samples += int(sum(sizes))
                 if ctx.epoch > epoch:
                     for h in self.reversed:
                         h.after_epoch(ctx)
                 if self.policies is not None:
                     self.policies.agree(ctx)
-                    self._apply(info.step + 1)
                 if info.last:
                     yield info.iteration
             ctx.worker.flush()
