@@ -202,6 +202,7 @@ def test_each_synchroniser_is_built_from_its_own_section():
     text = keys_help(TrainConfig)
     assert "sync entry {name: sma}" in text and "sync[].alpha (default 0.1)" in text
     assert "sync[].compressor.ratio (default None)" in text and "--sync (default ['ring'])" in text
+    assert "policies entry {name: batch_schedule}:\n    policies[].unit (default 'step')" in text
 
 
 _BOOM = """

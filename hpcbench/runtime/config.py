@@ -132,7 +132,8 @@ def _listed_sections(ann: Any) -> list[type[BaseModel]]:
     item = typing.get_args(ann)[0]
     if typing.get_origin(item) is Annotated:
         item = typing.get_args(item)[0]
-    return _sections(item) if typing.get_origin(item) is typing.Union else []
+    sections = _sections(item)      # one registered strategy: no Union left
+    return sections if all("name" in s.model_fields for s in sections) else []
 
 
 def _chosen_sections(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -223,13 +224,13 @@ def _help_lines(model: type[BaseModel], prefix: str, values: BaseModel | None) -
 def _entry_help_lines(sections: list[type[BaseModel]], key: str) -> list[str]:
     """Help of a list of sections (``key: [NAME, {name: NAME, ...}]``): the keys every entry takes once, then
     each name with keys of its own, then the names without any (a list entry has no ``--`` flag of its own)."""
-    common = set.intersection(*(set(s.model_fields) for s in sections)) - {"name"}
+    common = set.intersection(*(set(s.model_fields) for s in sections)) - {"name"} if len(sections) > 1 else set()
 
     def keys(section, only) -> list[str]:
         return [line.replace(f"  --{key}[].", f"    {key}[].", 1) for line in _help_lines(section, f"{key}[].", None)
                 if line.split(" ")[2].split("[].")[-1].split(".")[0] in only]
 
-    lines = [f"  {key} entry, any name:"] + keys(sections[0], common)
+    lines = [f"  {key} entry, any name:"] + keys(sections[0], common) if common else []
     plain = []
     for section in sections:
         tag, own = section.model_fields["name"].default, set(section.model_fields) - common - {"name"}
