@@ -126,8 +126,11 @@ def test_the_digits_stream_sees_every_sample_once_per_epoch_whatever_the_batch_s
     permutations, each worker takes its slice (per-worker sizes too), a step may span two epochs."""
     from hpcbench.train.data import DigitsTask
 
+    from hpcbench.train.models import MODELS
+
     arrays = DigitsTask.load(0)
     n = len(arrays[1])
+    assert n == MODELS["digits_cnn"].train_samples == MODELS["digits_mlp"].train_samples     # the declared epoch
     workers = [DigitsTask(0, r, 3, arrays) for r in range(3)]
     position, seen = 0, []
     schedule = [(5, 5, 5)] * 40 + [(64, 64, 64)] * 10 + [(1, 30, 7)] * 30 + [(100, 100, 100)] * 10

@@ -180,7 +180,7 @@ class TrainConfig(Strict):
             if missing:
                 raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
                                  f"runner cannot apply (it applies {', '.join(APPLIERS)})")
-            if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].task == "synthetic":
+            if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
                 raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
                                  f"epoch_size (samples per epoch)")
 

@@ -36,9 +36,10 @@ class TrainJob(Job):
 
         overrides = config_overrides(args)
         self.cfg = cfg = load_config(args.config, overrides)
-        if MODELS[cfg.model].task == "digits" and cfg.batch_size * self.comm.size > 1347:
-            raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the 1347 training "
-                             f"digits")
+        n = MODELS[cfg.model].train_samples
+        if n is not None and cfg.batch_size * self.comm.size > n:
+            raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the {n} training "
+                             f"samples")
 
     # -- prepare -------------------------------------------------------------------------------------
     def prepare(self) -> None:

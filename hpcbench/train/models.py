@@ -47,10 +47,14 @@ class ModelSpec:
         ``build() -> nn.Module`` (random initialisation from torch's current seed).
     task : {"synthetic", "digits"}
         Its data: KungFu's random images with 1000 classes, or the digits.
+    train_samples : int or None
+        Samples of its training set (one epoch), or None (random images: no
+        training set, no epochs unless the job gives ``epoch_size``).
     """
 
     build: Callable[[], nn.Module]
     task: str
+    train_samples: int | None = None
 
 
 #: model name -> spec
@@ -59,8 +63,8 @@ MODELS: Registry[ModelSpec] = Registry("model", {
     "resnet50": ModelSpec(_torchvision("resnet50"), "synthetic"),
     "mobilenet_v2": ModelSpec(_torchvision("mobilenet_v2"), "synthetic"),
     "vgg16": ModelSpec(_torchvision("vgg16"), "synthetic"),
-    "digits_mlp": ModelSpec(_digits("DigitsMLP"), "digits"),
-    "digits_cnn": ModelSpec(_digits("DigitsCNN"), "digits"),
+    "digits_mlp": ModelSpec(_digits("DigitsMLP"), "digits", 1347),     # 75 % of the 1,797 digits
+    "digits_cnn": ModelSpec(_digits("DigitsCNN"), "digits", 1347),
 })
 
 
