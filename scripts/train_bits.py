@@ -70,8 +70,8 @@ EMULATED = ["--compute", "emulated", "--time_dilation", "2", "--link.kind", "mod
             "--sync", f"[{SYNC}]"]
 
 
-def run(side: str, code_dir: Path, np_: int, args: list[str], out: Path) -> list[str]:
-    """One job with one revision's code; returns the parameter hashes it printed, in order."""
+def run(side: str, code_dir: Path, np_: int, args: list[str], out: Path) -> list[list[str]]:
+    """One job with one revision's code; returns the parameter hashes it printed: per entry, every rank's."""
     env = dict(os.environ, PYTHONPATH=str(code_dir), OMP_NUM_THREADS="1")
     mpiexec = Path(sys.executable).with_name("mpiexec")
     cmd = [str(mpiexec), "-n", str(np_), sys.executable, "-c", WRAPPER, *args, "--output", str(out)]
@@ -79,11 +79,10 @@ def run(side: str, code_dir: Path, np_: int, args: list[str], out: Path) -> list
     if proc.returncode != 0:
         raise SystemExit(f"{side}: {' '.join(args[:4])}... failed ({proc.returncode}):\n{proc.stdout[-3000:]}"
                          f"\n{proc.stderr[-3000:]}")
-    return sorted(re.findall(r"^PARAMS (rank \d+ \w+)$", proc.stdout, flags=re.M), key=_rank_order)
-
-
-def _rank_order(line: str) -> int:
-    return int(line.split()[1])
+    per_rank: dict[int, list[str]] = {}
+    for rank, digest in re.findall(r"^PARAMS rank (\d+) (\w+)$", proc.stdout, flags=re.M):
+        per_rank.setdefault(int(rank), []).append(digest)
+    return [list(entry) for entry in zip(*(per_rank[r] for r in sorted(per_rank)))]
 
 
 def same(name: str, a, b) -> bool:
@@ -137,8 +136,9 @@ def main(argv=None) -> int:
             hashes[side] += run(side, code, args.np_, [*FIG8, *COMMON], out / f"{side}-fig8.h5")
         print(f"real compute at -np {args.np_} (revision {args.before} against this checkout):")
         for i, (a, b) in enumerate(zip(hashes["before"], hashes["after"])):
-            print(f"  {'identical' if a == b else 'DIFFERS  '}  final parameters, run {i // args.np_}, {a[:7]} "
-                  f"sha256 {a.split()[-1][:16]}...")
+            ranks = "the same on every rank" if len(set(a)) == 1 else "differing between ranks (model averaging)"
+            print(f"  {'identical' if a == b else 'DIFFERS  '}  final parameters of entry {i}, SHA-256 "
+                  f"{' '.join(h[:12] for h in a)} ({ranks})")
             ok &= a == b
         ok &= same("number of parameter hashes", [len(hashes["before"])], [len(hashes["after"])])
         ok &= compare_files(out / "before-digits.h5", out / "after-digits.h5", {
