@@ -108,6 +108,10 @@ class PipelineConfig(Strict):
     devices: DevicesConfig = DevicesConfig()
     link: LinkConfig = LinkConfig()
     adaptive: AdaptiveConfig = AdaptiveConfig()
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description="where each stage's layers run (real compute): cpu, cuda (one GPU per rank: the "
+                           "node-local rank modulo the visible GPUs; exit 2 when none is visible) or auto; "
+                           "activations and gradients go between stages through host memory over MPI")
     progress: bool = False
 
     @field_validator("schedule")

@@ -46,6 +46,8 @@ class RunSettings:
     overlap : bool
     bucket_bytes : int
     progress : bool
+    host_staging : bool
+        Synchronisers get host copies of the buckets (:class:`hpcbench.sync.staged.HostStaged`).
     """
 
     model: str
@@ -63,6 +65,7 @@ class RunSettings:
     overlap: bool
     bucket_bytes: int
     progress: bool = False
+    host_staging: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ class TrainSetup:
         None on an emulated rank that never needs real inputs.
     dilation : hpcbench.runtime.dilation.TimeDilation
     link : LinkCost
+    device : hpcbench.runtime.device.Device
+        This rank's device (models, buckets and batches live there).
     """
 
     comm: Any
@@ -115,6 +120,7 @@ class TrainSetup:
     data: Any
     dilation: Any
     link: LinkCost
+    device: Any = None
 
     #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
     #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order
