@@ -39,8 +39,8 @@ if [ "${1:-}" = emulate ]; then
   # compute replayed from the GPU profile instead of scaled to the V100 time (compute_time_s: null)
   PROFILE=${2:?usage: scripts/gpu_measure.sh emulate PROFILE.h5}
   NP=${NP:-64}
-  $MPIEXEC -n "$NP" $PY -m hpcbench.train jobs/configs/train-fig9.yaml --compute_time_s null \
-      --profile_file "$PROFILE" --time_dilation "$((NP * 8))" --sync "${SYNC:-[ring, auto, sma]}" \
+  $MPIEXEC -n "$NP" $PY -m hpcbench.train jobs/configs/train-fig9.yaml --model "$MODEL" --batch_size "$BATCH" \
+      --compute_time_s null --profile_file "$PROFILE" --time_dilation "$((NP * 8))" --sync "${SYNC:-[ring, auto, sma]}" \
       --job_name "fig9-gpu-profile-p$NP" --output "$OUT/fig9-gpu-profile-p$NP.h5" --overwrite \
       | tee "$OUT/fig9-gpu-profile-p$NP.log"
   exit 0
@@ -69,7 +69,7 @@ $MPIEXEC -n 1 $PY -m hpcbench.train "${TRAIN[@]}" --batch_size "$BATCH" --sync '
     --job_name gpu-np1 --output "$OUT/np1.h5" | tee "$OUT/np1.log"
 
 phase "2. -np 2 on one device, global batch $BATCH: host-staged ring, gloo DDP, nccl"
-$MPIEXEC -n 2 $PY -m hpcbench.train "${TRAIN[@]}" --batch_size "$((BATCH / 2))" --sync '[ring, ddp, nccl]' \
+$MPIEXEC -n 2 $PY -m hpcbench.train "${TRAIN[@]}" --batch_size "$((BATCH / 2))" --sync '[ring, ddp, nccl]' --host_staging true \
     --job_name gpu-np2 --output "$OUT/np2.h5" | tee "$OUT/np2.log"
 for n in 1 2; do
   $MPIEXEC -n "$n" $PY -m pytest -q -p no:cacheprovider -rs tests/mpi/test_gpu_sync.py 2>&1 | tail -4 \
@@ -77,8 +77,9 @@ for n in 1 2; do
 done
 
 phase "3. collectives on device buffers, -np 2, 1K..$MAXBYTES"
-$MPIEXEC -n 2 $PY -m hpcbench.bench.collectives --device "$DEVICE" -b 1K -e "$MAXBYTES" -f 4 -n 20 \
-    -a mpi,ring,auto,rabenseifner,gloo,nccl,mpi_direct --output "$OUT/collectives.h5" --overwrite \
+ALGS=mpi,ring,auto,rabenseifner,gloo
+if [ "$DEVICE" != cpu ]; then ALGS=$ALGS,nccl,mpi_direct; fi      # device-memory baselines (skipped with a reason)
+$MPIEXEC -n 2 $PY -m hpcbench.bench.collectives --device "$DEVICE" -b 1K -e "$MAXBYTES" -f 4 -n 20 -a "$ALGS" --output "$OUT/collectives.h5" --overwrite \
     | tee "$OUT/collectives.log"
 
 phase "4. pipeline: 2 stages on one device against the unsplit model"
