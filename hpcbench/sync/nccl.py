@@ -36,8 +36,8 @@ class NCCLSync(DDPSync):
 
         if not self.device.is_cuda:
             raise Unavailable("nccl: needs device: cuda (this rank computes on the CPU)")
-        if not dist.is_available() or not dist.is_nccl_available():
-            raise Unavailable("nccl: this torch build has no NCCL")
         if self.device.shares_gpu():
             raise Unavailable(f"nccl: {self.device.local_size} ranks on this host share {self.device.gpus} GPU(s); "
                               f"NCCL refuses two ranks on one GPU (run one rank per GPU)")
+        if not dist.is_available() or not dist.is_nccl_available():
+            raise Unavailable("nccl: this torch build has no NCCL")
