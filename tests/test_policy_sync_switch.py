@@ -1,4 +1,5 @@
-"""sync_switch (KungFu's AdaptiveSGDOptimizer, and a threshold rule) on recorded telemetry; its config errors."""
+"""sync_switch (KungFu's AdaptiveSGDOptimizer, and a threshold rule) on recorded telemetry; its config errors (and
+gns_batch's, through the command line: exit 2)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,20 @@ def test_config_names_key_and_value():
         load_config(None, {**base, "policies": "[{name: sync_switch, signal: grad_var, threshold: 1}]"})
     cfg = load_config(None, {**base, "policies": "[{name: sync_switch, signal: loss, threshold: 0.5}]"})
     assert cfg.policies[0].signal == "loss"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("policy, needle", [
+    ("{name: sync_switch, at_step: 3, patience: 0}", "key 'policies.0.sync_switch.patience' has bad value 0"),
+    ("{name: gns_batch, rule: tripling}", "key 'policies.0.gns_batch.rule' has bad value 'tripling'"),
+])
+def test_bad_policy_exits_2_naming_key_and_value(tmp_path, policy, needle):
+    """One bad section per adaptive policy through the command line: exit status 2, the key and the value, no
+    result file."""
+    from mpitools import run_mpi
+
+    out = tmp_path / "bad.h5"
+    proc = run_mpi(1, ["-m", "hpcbench.train", "--model", "digits_mlp", "--monitors", "[gns]", "--policies",
+                       f"[{policy}]", "--output", str(out)], timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr and not out.exists()
