@@ -125,6 +125,14 @@ class CollectivesJob(Job):
         args.impls = impls
         self.cfg = args
 
+    def memory_need(self):
+        """Four buffers of ``-e/--maxbytes`` per rank: input, output, the reference result and the
+        algorithm's scratch (a lower bound; the float64 pattern the inputs are made from is left out)."""
+        from hpcbench.runtime.memory import MemoryNeed
+
+        a = self.cfg
+        return MemoryNeed(4 * a.maxbytes, f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op})")
+
     def prepare(self) -> None:
         """Start the baselines (gloo, Horovod) and the ``--link`` transport (collective)."""
         a, comm = self.cfg, self.comm
