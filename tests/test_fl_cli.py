@@ -165,8 +165,10 @@ def test_fedscale_conf_maps_onto_the_config(tmp_path, monkeypatch):
 
 
 def test_fedscale_table_targets_are_config_keys():
+    from hpcbench.fl.fedscale_conf import ASYNC_KEYS
+
     keys = set(flatten_keys(FLConfig))
-    for key, spec in FEDSCALE_KEYS.items():  # a leaf key, or a trace section ({format, path})
+    for key, spec in {**FEDSCALE_KEYS, **ASYNC_KEYS}.items():  # a leaf key, or a trace section ({format, path})
         assert spec.target in keys or f"{spec.target}.format" in keys, key
     assert set(GRADIENT_POLICIES.values()) <= set(AGGREGATORS)
 
@@ -192,10 +194,10 @@ def test_fedscale_traces_and_policies(tmp_path):
 
 
 def test_docs_name_every_fedscale_key():
-    from hpcbench.fl.fedscale_conf import DEPLOYMENT_KEYS
+    from hpcbench.fl.fedscale_conf import ASYNC_KEYS, DEPLOYMENT_KEYS
 
     doc = (ROOT / "docs" / "fl.md").read_text()
-    for key, spec in FEDSCALE_KEYS.items():
+    for key, spec in {**FEDSCALE_KEYS, **ASYNC_KEYS}.items():
         assert f"| `{key}` | `{spec.target}`" in doc, key
     for key in DEPLOYMENT_KEYS:
         assert f"`{key}`" in doc, key

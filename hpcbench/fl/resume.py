@@ -83,6 +83,8 @@ def _check_results_file(state: dict, where: str) -> None:
                 if held < rows:
                     raise InputError(f"{where}: {str(path)!r} holds {max(held, 0)} rows of table {name!r}, "
                                      f"fewer than the {rows} the checkpoint counted")
+    except InputError:
+        raise
     except BlockingIOError:
         raise InputError(f"{where}: {str(path)!r} is open in another process (a run still writing it?)") from None
     except (OSError, KeyError, ValueError) as exc:
