@@ -45,10 +45,14 @@ steps), else the flag is an input error. It is recorded in the provenance
 
 Exit statuses. A failure the lifecycle sees (any exception, SIGTERM,
 Ctrl-C) ends the job with exactly 1 (2 for bad input) under MPICH's
-``mpiexec``, ``srun`` and ``python -m mpi4py``: the failing rank calls
-``MPI_Abort(status)``, whose status every launcher returns. A rank that
-*vanishes* (SIGKILL, the out-of-memory killer, a segmentation fault, MODE
-``exit``) runs no handler, and the status is the launcher's:
+``mpiexec``, ``srun`` and ``python -m mpi4py``. Under ``mpiexec`` the
+failing rank calls ``MPI_Abort(status)``, whose status ``mpiexec`` returns.
+Under ``srun`` it does not (Slurm kills every task of an aborted step with
+SIGKILL: 137): it sends every rank a stop notice and leaves with its own
+status, the others leave with 1, and ``srun`` reports the largest
+(:mod:`hpcbench.runtime.failure`). A rank that *vanishes* (SIGKILL, the
+out-of-memory killer, a segmentation fault, MODE ``exit``) runs no handler,
+and the status is the launcher's:
 
 - MPICH ``mpiexec`` (hydra) kills the other ranks (SIGTERM then SIGKILL at
   once) and returns the bitwise OR of all the processes' wait statuses
@@ -56,10 +60,11 @@ Ctrl-C) ends the job with exactly 1 (2 for bad input) under MPICH's
   status was collected, else that of the signal (9, SIGKILL); which of the
   two depends on timing (both were seen at ``-n 2`` to ``-n 4``);
 - ``python -m mpi4py`` under ``mpiexec``: the same (nothing of Python runs);
-- ``srun``: the largest task exit status, or 128 + the signal of a task
-  killed by one; the other tasks keep running unless the step is killed
-  (``--kill-on-bad-exit=1``) or they wait on the vanished rank, so the
-  ``jobs/*.sbatch`` templates rely on MPICH noticing the lost peer.
+- ``srun`` with ``--kill-on-bad-exit=1`` (the ``jobs/*.sbatch`` templates):
+  the other tasks get SIGTERM, which the lifecycle handles as a failure
+  (status 1, the file marked ``failed``), so ``srun`` reports the vanished
+  rank's own status (1 for MODE ``exit``), or 128 + the signal that killed
+  it; without it the other tasks run on until they wait on the lost rank.
 """
 
 from __future__ import annotations
@@ -398,7 +403,8 @@ def _fail(job: Job, exc: BaseException, results) -> int:
     """Report an exception on this rank and end the job; returns the status at size 1.
 
     A rank other than 0 tells rank 0 first (which marks the results file
-    ``failed``), then aborts.
+    ``failed``), then ends the job: ``MPI_Abort``, or under ``srun`` stop
+    notices to every rank and its own exit.
     """
     code = EXIT_INPUT if isinstance(exc, InputError) else EXIT_FAILURE
     rank = job.comm.rank
@@ -430,6 +436,15 @@ def _fail(job: Job, exc: BaseException, results) -> int:
     if job.comm.size > 1:
         if not notified:
             time.sleep(_STDIO_DRAIN_S)  # the acknowledgement took at least as long
+        if _under_slurm_step() and _CHANNEL is not None:
+            # srun has MPI_Abort's tasks killed (status 137 whatever the failure): stop the others instead
+            # (each leaves with 1) and leave with this rank's own status, which srun then reports
+            try:
+                _CHANNEL.stop_others(code, error)
+            finally:
+                from hpcbench.runtime.failure import _leave
+
+                _leave(code)
         job.comm.Abort(code)  # MPICH adds one line naming the rank; kept, since the job did not agree to stop
     return code
 
@@ -438,8 +453,9 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     """Run one job through the whole lifecycle; returns the exit status.
 
     Collective over ``comm`` (default ``MPI.COMM_WORLD``). On an exception
-    after the agreement points at world size > 1, the job is aborted from
-    inside (``MPI_Abort`` with status 1, or 2 for an input error).
+    after the agreement points at world size > 1, the job is ended from
+    inside with status 1, or 2 for an input error (``MPI_Abort``; under
+    ``srun`` stop notices to every rank, see the module docstring).
     """
     global _FAULT, _RANK, _CHANNEL
     from mpi4py import MPI
@@ -549,7 +565,7 @@ def _listen_for_failures(comm, results):
         if results is not None:
             results.mark_failed(f"rank {rank}: {message}")
 
-    channel = FailureChannel(comm, mark)
+    channel = FailureChannel(comm, mark, stop_all=_under_slurm_step())
     before_finalize(_stop_listening)
     return channel
 
@@ -602,6 +618,10 @@ def exit_process(status: int) -> None:
             stream.flush()
         except Exception:  # noqa: BLE001
             pass
+    if status and _under_slurm_step() and _is_main_thread():
+        # srun --kill-on-bad-exit sends SIGTERM to the tasks still finalizing once the first leaves with 2:
+        # each leaves with its own status instead of dying by the signal (143)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         world = mpi.COMM_WORLD
