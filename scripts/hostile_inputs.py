@@ -228,7 +228,7 @@ def cases() -> list[Case]:
                        ("time_dilation", "0.5"), ("profile_file", "missing.h5"), ("profile_file", "."),
                        ("link.trace_index", "-1"), ("schedule", "lifo"), ("compute", "quantum")]:
         tr(f"--{key}", value)
-    tr("--link.kind", "model", "--link.bandwidth", "-1Gbit")
+    tr("--link.kind", "model", "--link.bandwidth=-1Gbit")
     tr("--compute", "emulated", "--profile_file", "bad.h5", files={"bad.h5": b"not hdf5"})
     c.append(Case("train", ["bomb.yaml", "--output", "o.h5"], files={"bomb.yaml": _bomb_yaml(key="sync")}))
 
@@ -242,7 +242,7 @@ def cases() -> list[Case]:
         pl(f"--{key}", value)
     for kind in ("model", "shared"):
         for bandwidth in ("fast", "0Gbit", "-1Gbit"):
-            pl("--link.kind", kind, "--link.bandwidth", bandwidth)
+            pl("--link.kind", kind, f"--link.bandwidth={bandwidth}")
     c.append(Case("pipeline", ["bomb.yaml", "--output", "o.h5"], files={"bomb.yaml": _bomb_yaml(key="allocators")}))
 
     # collectives

@@ -335,13 +335,14 @@ def format_output_path(template: str, fields: Mapping[str, Any], key: str = "out
     """
     known = ", ".join("{" + k + "}" for k in fields)
     try:
-        for _, name, spec, conversion in string.Formatter().parse(template):
-            if name is not None and (not name.isidentifier() or spec or conversion):
-                shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
-                raise InputError(f"{key}: file-name template {template!r} uses {shown}; only plain field "
-                                 f"names are allowed: {known}")
+        parts = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise InputError(f"{key}: bad file-name template {template!r} ({exc}); it may use {known}") from None
+    for _, name, spec, conversion in parts:
+        if name is not None and (not name.isidentifier() or spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise InputError(f"{key}: file-name template {template!r} uses {shown}; only plain field "
+                             f"names are allowed: {known}")
     try:
         text = template.format(**fields)
     except (KeyError, IndexError, ValueError, AttributeError) as exc:

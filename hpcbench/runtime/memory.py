@@ -37,7 +37,9 @@ class MemoryNeed:
 
 
 def format_bytes(n: float) -> str:
-    """``n`` bytes as ``"960 GB"`` (powers of 1000)."""
+    """``n`` bytes as ``"960 GB"`` (powers of 1000; beyond 1000 PB as ``"2.1e+22 B"``)."""
+    if n >= 1e18:
+        return f"{n:.2g} B"
     for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
