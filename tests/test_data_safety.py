@@ -314,3 +314,18 @@ def test_hostile_input_battery_sample(capsys):
     spec.loader.exec_module(battery)
     assert len(battery.cases()) >= 150
     assert battery.main(["--sample", "60", "--limit-s", "60"]) == 0, capsys.readouterr().out[-3000:]
+
+
+@pytest.mark.mpi
+def test_refused_output_after_prepare_releases_what_prepare_started(tmp_path):
+    """The collectives benchmark starts Horovod/gloo in prepare: a refused --output ended in a segmentation
+    fault (exit 11: MPI called after MPI_Finalize) instead of exit 2; Job.release now stops them."""
+    from mpitools import run_mpi
+
+    out = tmp_path / "keep.h5"
+    out.write_bytes(b"earlier results")
+    proc = run_mpi(1, ["-m", "hpcbench.bench.collectives", "-b", "1K", "-e", "1K", "--output", str(out)],
+                   timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "exists" in proc.stderr and "after finalizing" not in proc.stderr
+    assert out.read_bytes() == b"earlier results"

@@ -236,6 +236,14 @@ class Job(ABC):
         """The output file-name template and its fields, or None for no results file."""
         return None
 
+    def release(self) -> None:
+        """Free what :meth:`prepare` started when the job ends without running (every rank; collective).
+
+        Called when the output is refused after every rank prepared (an
+        existing ``--output``, a bad path): threads or process groups that
+        call MPI (Horovod's, gloo's) must end before ``MPI_Finalize``.
+        """
+
     def append_output(self) -> str | None:
         """An existing results file this run continues (appends to), or None to create a new one.
 
@@ -536,6 +544,10 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     if error:
         if comm.rank == 0:
             sys.stderr.write(f"{job.prog}: error: {error}\n")
+        try:
+            job.release()
+        except Exception as exc:  # noqa: BLE001 - a bug in release: end every rank, never hang
+            return _fail(job, exc, None)
         return EXIT_INPUT
     _CHANNEL = _listen_for_failures(comm, results)
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _is_main_thread() else None

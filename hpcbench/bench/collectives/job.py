@@ -186,10 +186,16 @@ class CollectivesJob(Job):
                                    self.link, self.link_text(), _progress(), results)
             return self._sweep(results)
         finally:
-            for backend in self.backends.values():
-                backend.stop()
-            if self.link is not None:
-                self.link.free()
+            self.release()
+
+    def release(self) -> None:
+        """Stop the baselines (Horovod's thread calls MPI) and free the link transport (collective)."""
+        for backend in self.backends.values():
+            backend.stop()
+        self.backends = {}
+        if self.link is not None:
+            self.link.free()
+            self.link = None
 
     def _sweep(self, rf) -> int:
         from hpcbench.bench.collectives.report import COLUMNS, busbw_factor, header, iters_for, row_text, sizes
