@@ -78,6 +78,12 @@ class PipelineJob(Job):
             raise InputError(f"time_dilation: {cfg.time_dilation} needs compute: emulated (real compute "
                              f"cannot be dilated)")
 
+    def memory_need(self):
+        from hpcbench.pipeline.model import memory_need
+
+        cfg = self.cfg
+        return memory_need(cfg, cfg.batch_size // cfg.micro_batches, cfg.compute == "real" or self.comm.rank == 0)
+
     def prepare(self) -> None:
         import torch
 

@@ -46,9 +46,20 @@ def _read(h5: h5py.File, name: str) -> dict[str, np.ndarray]:
 
 
 def read_attrs(path) -> dict:
-    """Root attributes of a result file, with ``config`` parsed from JSON."""
+    """Root attributes of a result file, with ``config`` parsed from JSON.
+
+    Raises
+    ------
+    OSError
+        The file cannot be read as HDF5.
+    ValueError
+        Its ``config_json`` is not JSON (or is nested too deeply to parse).
+    """
     with h5py.File(path, "r") as h5:
         attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in h5.attrs.items()}
     if "config_json" in attrs:
-        attrs["config"] = json.loads(attrs["config_json"])
+        try:
+            attrs["config"] = json.loads(attrs["config_json"])
+        except RecursionError:
+            raise ValueError(f"{path}: config_json is nested too deeply") from None
     return attrs

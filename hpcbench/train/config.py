@@ -13,6 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
+from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict
 
@@ -27,31 +28,6 @@ def _choose(kind: str, value: str, known) -> str:
     if value not in known:
         raise ValueError(f"unknown {kind} {value!r}; choose from {', '.join(known) or 'none registered'}")
     return value
-
-
-class LinkConfig(Strict):
-    """The links hpcbench's collectives run over: ``shared`` (MPI over shared memory) or ``model``.
-
-    ``model``: every message takes ``latency_s + 8 bytes / bandwidth``
-    (:class:`hpcbench.collectives.linkmodel.LinkTransport`), or follows row
-    ``trace_index`` of the bundled MobiPerf speed tests (kbit/s samples times
-    ``trace_scale``, one per ``trace_interval_s``).
-    """
-
-    kind: Literal["shared", "model"] = "shared"
-    latency_s: float = Field(0.0, ge=0.0, description="per-message latency (model links)")
-    bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit")
-    trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
-    trace_scale: float = Field(1.0, gt=0.0)
-    trace_interval_s: float = Field(1.0, gt=0.0)
-
-    @field_validator("bandwidth")
-    @classmethod
-    def _rate(cls, v):
-        from hpcbench.collectives.linkmodel import parse_rate
-
-        parse_rate(v)
-        return v
 
 
 class TrainConfig(Strict):

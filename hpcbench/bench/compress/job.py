@@ -85,10 +85,17 @@ def _compressor_name(text):
 
 
 def _positive_mb(text):
-    v = float(text)
+    from hpcbench.runtime.config import parse_finite
+
+    v = parse_finite(text)
     if not v > 0:
         raise ValueError(f"size must be > 0 MB, got {text!r}")
     return v
+
+
+#: float32 copies of the largest gradient a rank holds at once in the allreduce phase: two inputs,
+#: the error-feedback residual, the compensated gradient, the output and the dense ring's result
+_COPIES = 6
 
 
 def _link(text):
@@ -158,6 +165,13 @@ class CompressJob(Job):
             except (OSError, ValueError) as exc:
                 raise InputError(f"--trace: {exc}") from None
         self.cfg = a
+
+    def memory_need(self):
+        """``6 x max(--sizes-mb)`` per rank (:data:`_COPIES` float32 gradients of the largest size)."""
+        from hpcbench.runtime.memory import MemoryNeed
+
+        biggest = max(self.cfg.sizes_mb)
+        return MemoryNeed(int(_COPIES * biggest * 1e6), f"--sizes-mb {biggest:g}")
 
     def prepare(self) -> None:
         import torch
