@@ -17,28 +17,18 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_v
 from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config_async import AsyncConfig
 from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
-from hpcbench.fl.contracts import strategy_section
 from hpcbench.fl.data import DATASETS
 from hpcbench.fl.limits import MAX_SAMPLE_GRADIENTS, sample_gradients
 from hpcbench.fl.models import MODELS
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
-from hpcbench.runtime.config import ConfigError, Strict
+from hpcbench.runtime.config import ConfigError, Strict, strategy_section
 
 __all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
            "FLConfig", "load_config", "flatten_keys"]
 
 
 _Strict = Strict
-
-
-def _registered(registry, what: str):
-    """A field validator accepting only the names of ``registry``."""
-    def check(value):
-        if value not in registry:
-            raise ValueError(f"unknown {what} {value!r}; registered: {', '.join(registry)}")
-        return value
-    return check
 
 
 class DatasetConfig(_Strict):
@@ -74,7 +64,7 @@ class DatasetConfig(_Strict):
     max_test_samples: int = Field(2000, ge=1)
     """largest test set evaluated by the aggregator"""
 
-    _name = field_validator("name")(_registered(DATASETS, "dataset"))
+    _name = field_validator("name")(DATASETS.checker())
 
     @model_validator(mode="after")
     def _check(self):
@@ -105,7 +95,7 @@ class ModelConfig(_Strict):
     layers: int = Field(1, ge=1, le=8)
     """LSTM layers (charlstm)"""
 
-    _name = field_validator("name")(_registered(MODELS, "model"))
+    _name = field_validator("name")(MODELS.checker())
 
 
 class TraceConfig(_Strict):

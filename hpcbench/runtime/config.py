@@ -21,17 +21,17 @@ import math
 import textwrap
 import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Callable, Literal, Mapping, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from hpcbench.runtime.bounded import ExpansionError, short_repr, yaml_node_size
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["ConfigError", "Strict", "load_config", "flatten_keys", "keys_help", "short_repr",
-           "add_config_arguments", "config_overrides", "read_yaml_mapping", "load_yaml_text", "parse_finite", "finite_float",
-           "MAX_CONFIG_BYTES", "MAX_CONFIG_VALUES"]
+__all__ = ["ConfigError", "Strict", "StrategyConfig", "strategy_section", "load_config", "flatten_keys", "keys_help",
+           "short_repr", "add_config_arguments", "config_overrides", "read_yaml_mapping", "load_yaml_text", "parse_finite",
+           "finite_float", "MAX_CONFIG_BYTES", "MAX_CONFIG_VALUES"]
 
 #: Largest config file accepted (a job file is a few hundred bytes).
 MAX_CONFIG_BYTES = 1 << 20
@@ -52,6 +52,62 @@ class Strict(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True,
                               allow_inf_nan=False)
+
+
+class StrategyConfig(Strict):
+    """Base of a strategy's config section (a strategy with no keys uses it as is)."""
+
+
+def strategy_section(registry: Mapping[str, type], key: str, default: str | None = None,
+                     shorthand: Callable[[str], dict] | None = None):
+    """The config field of a strategy registry: ``{name: NAME, ...NAME's own keys}``.
+
+    Each registered class's ``Config`` (a :class:`StrategyConfig` subclass)
+    gets a ``name`` literal (its registry key), and the section is validated
+    as the union discriminated by ``name``; a bare string stands for
+    ``shorthand(string)``, by default ``{name: string}``. Every runner builds
+    its strategies this way (FL selectors and server optimizers, training
+    synchronisers, policies): a strategy is built from its own section, never
+    from the whole job config. A list of sections is ``list[annotation]``.
+
+    Parameters
+    ----------
+    registry : mapping of str to class
+        Name to a strategy class with a ``Config`` attribute (a
+        :class:`hpcbench.runtime.registry.Registry`: an unknown name is its
+        message, listing the registered ones).
+    key : str
+        The config key, for messages and ``--help``.
+    default : str, optional
+        Registered name used when the key is omitted (None: no default instance).
+    shorthand : callable, optional
+        ``str -> dict`` for a bare string (e.g. ``"ring:priority"`` ->
+        ``{name: ring, schedule: priority}``).
+
+    Returns
+    -------
+    (annotation, default instance or None)
+        For a pydantic field ``key: annotation = default``.
+    """
+    sections = {name: create_model(f"{cls.__name__}Section", __base__=cls.Config,
+                                   __doc__=cls.Config.__doc__,
+                                   name=(Literal[name], Field(name, description=f"{key} strategy")))
+                for name, cls in registry.items()}
+    names = ", ".join(sections)
+    unknown = getattr(registry, "unknown", lambda name: f"unknown name {name!r}; registered: {names}")
+
+    def _named(value):
+        if isinstance(value, str):
+            value = shorthand(value) if shorthand is not None else {"name": value}
+        if isinstance(value, dict):
+            name = value.get("name")
+            if name not in sections:
+                raise ValueError(f"no name; registered: {names}" if name is None else unknown(name))
+        return value
+
+    annotation = Annotated[Union[tuple(sections.values())], Field(discriminator="name"),
+                           BeforeValidator(_named)]
+    return annotation, sections[default]() if default is not None else None
 
 
 def parse_finite(text: str) -> float:
@@ -143,6 +199,17 @@ def _annotation(model: type[BaseModel], dotted: str) -> Any:
     return None if field is None else field.annotation
 
 
+def _listed_sections(ann: Any) -> list[type[BaseModel]]:
+    """The sections a ``list`` of sections chosen by ``name`` holds (``sync: [ring, {name: sma}]``), else []."""
+    if typing.get_origin(ann) is not list or len(typing.get_args(ann)) != 1:
+        return []
+    item = typing.get_args(ann)[0]
+    if typing.get_origin(item) is Annotated:
+        item = typing.get_args(item)[0]
+    sections = _sections(item)      # one registered strategy: no Union left
+    return sections if all("name" in s.model_fields for s in sections) else []
+
+
 def _chosen_sections(model: type[BaseModel], prefix: str = "") -> list[str]:
     """Dotted keys of the fields holding one of several sections, chosen by their ``name``."""
     keys = []
@@ -214,11 +281,40 @@ def _help_lines(model: type[BaseModel], prefix: str, values: BaseModel | None) -
                 lines.append(f"  {prefix}{name}: {{name: {tag}}}")
                 lines += _help_lines(section, f"{prefix}{name}.", None)
             continue
+        listed = _listed_sections(field.annotation)
         if isinstance(default, BaseModel):
             default = default.model_dump()
+        elif listed and isinstance(default, list):   # a list of sections: each shown by its set keys
+            default = [d.model_dump(exclude_defaults=True) or d.name for d in default]
+            default = [d["name"] if isinstance(d, dict) and list(d) == ["name"] else d for d in default]
         desc = " ".join((field.description or "").split())
         head = f"  --{prefix}{name} (default {short_repr(default, 60)})"
         lines.append(head if not desc else head + "\n" + textwrap.indent(textwrap.fill(desc, 76), " " * 8))
+        if listed:
+            lines += _entry_help_lines(listed, f"{prefix}{name}")
+    return lines
+
+
+def _entry_help_lines(sections: list[type[BaseModel]], key: str) -> list[str]:
+    """Help of a list of sections (``key: [NAME, {name: NAME, ...}]``): the keys every entry takes once, then
+    each name with keys of its own, then the names without any (a list entry has no ``--`` flag of its own)."""
+    common = set.intersection(*(set(s.model_fields) for s in sections)) - {"name"} if len(sections) > 1 else set()
+
+    def keys(section, only) -> list[str]:
+        return [line.replace(f"  --{key}[].", f"    {key}[].", 1) for line in _help_lines(section, f"{key}[].", None)
+                if line.split(" ")[2].split("[].")[-1].split(".")[0] in only]
+
+    lines = [f"  {key} entry, any name:"] + keys(sections[0], common) if common else []
+    plain = []
+    for section in sections:
+        tag, own = section.model_fields["name"].default, set(section.model_fields) - common - {"name"}
+        if own:
+            lines += [f"  {key} entry {{name: {tag}}}:"] + keys(section, own)
+        else:
+            plain.append(tag)
+    if plain:
+        lines.append(textwrap.fill(f"{key} entries without keys of their own: {', '.join(plain)}", 84,
+                                   initial_indent="  ", subsequent_indent=" " * 8))
     return lines
 
 

@@ -77,11 +77,9 @@ def _csv(kind):
 
 
 def _compressor_name(text):
-    from hpcbench.compress import names
+    from hpcbench.compress.registry import REGISTRY
 
-    if text not in names():
-        raise ValueError(f"unknown compressor {text!r}; choose from {', '.join(names())}")
-    return text
+    return REGISTRY.check(text)
 
 
 def _positive_mb(text):
