@@ -61,8 +61,9 @@ class SparseAdam(SparseOptimizer):
     ValueError
         A hyperparameter out of range (the message names it).
 
-    State
+    Notes
     -----
+    State arrays per tensor (:meth:`SparseOptimizer.state`):
     ``exp_avg``, ``exp_avg_sq`` (parameter dtype); ``max_exp_avg_sq`` with
     AMSGrad; ``last_step`` (int32) with ``smart_momentum``.
     """
@@ -96,7 +97,7 @@ class SparseAdam(SparseOptimizer):
         v = self._array(state, "exp_avg_sq", x.dtype)
         vmax = self._array(state, "max_exp_avg_sq", x.dtype) if self.amsgrad else v
         smart = self.smart_momentum
-        pw1 = self._table(b1, t, x.dtype) if smart else m
+        pw1 = self._table(b1, t, x.dtype) if smart else m       # not read without smart_momentum
         pw2 = self._table(b2, t, x.dtype) if smart else m
         step_size = self.lr / (1.0 - b1 ** t)
         bc2_sqrt = math.sqrt(1.0 - b2 ** t)

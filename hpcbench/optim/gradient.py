@@ -1,4 +1,4 @@
-"""The sparse gradient a sparse optimizer applies: distinct sorted indices and their summed values.
+"""The sparse gradient a sparse optimizer applies: distinct indices and their summed values.
 
 A compressed allreduce with ``output="sparse"`` returns a
 :class:`~hpcbench.collectives.compressed.sparse_sum.SparseSum`: per rank, the
@@ -9,9 +9,12 @@ pass over the dense tensor: a lone part is used as it is; several parts whose
 indices are strictly increasing (every part of the allgather and ring
 patterns: :func:`~hpcbench.collectives.compressed.index_codec.sort_pairs`
 orders them) are merged (a ``P``-way merge, ``O(nnz log P)``); other parts
-are sorted first (stable, ``O(nnz log nnz)``). Values of one index are summed ``0 + v_0 + v_1 + ...``
-in part order, the operations ``SparseSum.to_dense`` does, so
-``gradient.values`` is bitwise ``to_dense().view(-1)[gradient.indices]``.
+are sorted first (stable, ``O(nnz log nnz)``). Values of one index are
+summed ``0 + v_0 + v_1 + ...`` in part order, the operations
+``SparseSum.to_dense`` does, so ``gradient.values`` is bitwise
+``to_dense().view(-1)[gradient.indices]`` (but that a lone part's values are
+taken as they are: a ``-0.0`` stays ``-0.0`` where ``to_dense`` adds it to
+``+0.0``).
 
 The merge runs compiled (:mod:`hpcbench.runtime.jit`) or, with
 ``HPCBENCH_JIT=off``, as a stable numpy sort and ``np.add.at`` (the same

@@ -66,8 +66,9 @@ class SparseSGD(SparseOptimizer):
     ValueError
         A hyperparameter out of range (the message names it).
 
-    State
+    Notes
     -----
+    State arrays per tensor (:meth:`SparseOptimizer.state`):
     ``momentum_buffer`` (parameter dtype) with momentum; ``last_step``
     (int32) with ``smart_momentum``.
     """
