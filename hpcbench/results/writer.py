@@ -115,6 +115,7 @@ class Table:
         self._group.attrs["rows"] = self._rows
         if flush:
             self._owner.flush()
+        self._owner._observe(self._group.name.lstrip("/"), arrays)
 
     def truncate(self, rows: int) -> None:
         """Keep only the first ``rows`` rows (what a resumed run continues from) and flush.
@@ -135,6 +136,9 @@ class Table:
 
 class ResultsFile:
     """One run's HDF5 result file, opened by a single process.
+
+    Observers (:meth:`observe`) see every appended row as it is written:
+    what ``--tensorboard`` streams the live scalars through.
 
     Parameters
     ----------
@@ -168,6 +172,7 @@ class ResultsFile:
         import yaml
 
         self.path = Path(path)
+        self._observers: list = []
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._h5 = h5py.File(self.path, "w" if overwrite else "x")
         root = self._h5.attrs
@@ -203,6 +208,7 @@ class ResultsFile:
 
         self = cls.__new__(cls)
         self.path = Path(path)
+        self._observers = []
         if not self.path.is_file():
             raise FileNotFoundError(f"no results file {str(self.path)!r}")
         self._h5 = h5py.File(self.path, "r+")
@@ -271,12 +277,39 @@ class ResultsFile:
         self.flush()
         return Table(self, group, columns)
 
+    def observe(self, observer) -> None:
+        """Call ``observer.append(table, rows)`` after every append and ``observer.close()`` at :meth:`close`.
+
+        ``table`` is the table's name, ``rows`` a dict of the appended 1-D
+        arrays (one per column). An observer that raises is dropped with one
+        warning on stderr: results come first.
+        """
+        self._observers.append(observer)
+
+    def _observe(self, table: str, rows: Mapping[str, np.ndarray]) -> None:
+        for observer in list(self._observers):
+            try:
+                observer.append(table, rows)
+            except Exception as exc:  # noqa: BLE001 - a scalar log never ends a run
+                self._drop(observer, exc)
+
+    def _drop(self, observer, exc: Exception) -> None:
+        import sys
+
+        self._observers.remove(observer)
+        sys.stderr.write(f"warning: {type(observer).__name__} stopped: {type(exc).__name__}: {exc}\n")
+
     def write_array(self, name: str, data, units: str, description: str = "") -> None:
         """Write a whole (n-dimensional) dataset at once, with its units."""
         ds = self._h5.create_dataset(name, data=np.asarray(data))
         ds.attrs["units"] = units
         ds.attrs["description"] = description
         self.flush()
+
+    def get_attr(self, name: str, default: Any = None) -> Any:
+        """Root attribute ``name`` (``default`` when absent)."""
+        value = self._h5.attrs.get(name, default)
+        return value.item() if isinstance(value, np.generic) else value
 
     def set_attrs(self, **attrs: Any) -> None:
         """Set root attributes (e.g. summary figures) and flush."""
@@ -294,6 +327,12 @@ class ResultsFile:
 
         if not self._h5.id.valid:
             return
+        for observer in list(self._observers):
+            try:
+                observer.close()
+            except Exception as exc:  # noqa: BLE001
+                self._drop(observer, exc)
+        self._observers.clear()
         self._h5.attrs["status"] = status
         self._h5.attrs["end_time"] = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
         if error:

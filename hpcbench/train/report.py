@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from hpcbench.runtime.texttable import fmt, render
 from hpcbench.train.predict import predict_step
 from hpcbench.train.tables import STEP_FIELDS
 
@@ -60,11 +61,11 @@ class Report:
         self.summaries: list[dict] = []
 
     def start(self, total_steps: int) -> None:
-        """Open rank 0's tqdm bar over every step of the job."""
-        from tqdm import tqdm
+        """Open rank 0's progress over every step of the job (a tqdm bar on a terminal, else lines)."""
+        from hpcbench.runtime.progress import progress_bar
 
-        self.bar = tqdm(total=total_steps, unit="step", leave=False, file=sys.stderr,
-                        disable=not self.cfg.progress, dynamic_ncols=True)
+        self.bar = progress_bar(total_steps, unit="step", file=sys.stderr, disable=not self.cfg.progress,
+                                leave=False, dynamic_ncols=True)
 
     def close(self) -> None:
         """Close the bar."""
@@ -146,17 +147,33 @@ class Report:
             self.tables["summary"].append(s)
             self.summaries.append(s)
             tag = self._tag(name, v, len(variant_names) > 1)
-            print(f"Img/sec per worker{tag}: {mean:.1f} +-{ci:.1f}")
-            print(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
+            say = self._say
+            say(f"Img/sec per worker{tag}: {mean:.1f} +-{ci:.1f}")
+            say(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
             extra = f", monitor overhead {100 * overhead:+.1f}%" if overhead == overhead else ""
-            print(f"efficiency {s['efficiency']:.3f} of ideal (predicted {pred_eff:.3f}), communication "
-                  f"{1e3 * s['comm_span_s']:.1f} ms per step (alpha-beta, one after the other: "
-                  f"{1e3 * pred_comm:.1f} ms), {100 * s['hidden_fraction']:.0f}% hidden{extra}")
+            comm = f"communication {1e3 * s['comm_span_s']:.1f} ms per step"
+            if pred_eff == pred_eff:
+                said = (f"efficiency {s['efficiency']:.3f} of ideal (predicted {pred_eff:.3f}), {comm} (alpha-beta, "
+                        f"one after the other: {1e3 * pred_comm:.1f} ms)")
+            else:
+                why = ("its bytes bypass the modelled link" if self.cfg.link.kind == "model" else "no link model")
+                said = f"efficiency {s['efficiency']:.3f} of ideal (prediction n/a: {why}), {comm}"
+            h = s["hidden_fraction"]
+            hidden = f"{100 * h:.0f}% hidden" if h == h else "hidden share n/a (no communication measured)"
+            say(f"{said}, {hidden}{extra}")
         sys.stdout.flush()
+
+    def _say(self, line: str) -> None:
+        """A line on stdout, under the progress bar while it is open (``tqdm.write``)."""
+        bar = getattr(self, "bar", None)
+        if bar is not None:
+            bar.write(line, file=sys.stdout)
+        else:
+            print(line)
 
     def skipped(self, name: str, reason: str) -> None:
         """A synchroniser that cannot run here: one line, and a summary row saying why."""
-        print(f"== {name}: skipped ({reason})")
+        self._say(f"== {name}: skipped ({reason})")
         nan = math.nan
         self.tables["summary"].append(dict(
             sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
@@ -170,10 +187,10 @@ class Report:
         if len(self.summaries) < 2:
             return
         first = self.summaries[0]["img_per_s_worker"]
-        print(f"{'sync':<18} {'variant':<10} {'img/s/worker':>12} {'total':>9} {'eff':>6} {'pred':>6} "
-              f"{'hidden':>7} {'x first':>8}")
-        for s in self.summaries:
-            print(f"{s['sync']:<18} {s['variant']:<10} {s['img_per_s_worker']:>12.1f} {s['img_per_s_total']:>9.1f} "
-                  f"{s['efficiency']:>6.3f} {s['predicted_efficiency']:>6.3f} "
-                  f"{100 * s['hidden_fraction']:>6.0f}% {s['img_per_s_worker'] / first:>8.3f}")
+        rows = [(s["sync"], s["variant"], s["img_per_s_worker"], s["img_per_s_total"], s["efficiency"],
+                 s["predicted_efficiency"], 100 * s["hidden_fraction"], s["img_per_s_worker"] / first)
+                for s in self.summaries]
+        for line in render(("sync", "variant", "img/s/worker", "total", "eff", "pred", "hidden %", "x first"), rows,
+                           formats=("s", "s", ".1f", ".1f", ".3f", ".3f", ".0f", ".3f")):
+            self._say(line)
         sys.stdout.flush()
