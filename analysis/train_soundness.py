@@ -43,9 +43,10 @@ def checks(runs: list[dict], throughput_tol: float, comm_tol: float) -> list[dic
             ratio = r["img_per_s_worker"] / base["img_per_s_worker"] if base else math.nan
             comm, pred = r["comm_span_s"], r["predicted_comm_s"]
             comm_ratio = comm / pred if pred == pred and pred > 0 else math.nan
-            tp_ok = (abs(ratio - 1) <= throughput_tol if i > 0 and a.get("overlap") == ref_overlap and base
+            tp_ok = (bool(abs(ratio - 1) <= throughput_tol) if i > 0 and a.get("overlap") == ref_overlap and base
                      else None)
-            comm_ok = abs(comm_ratio - 1) <= comm_tol if not a.get("overlap") and comm_ratio == comm_ratio else None
+            comm_ok = (bool(abs(comm_ratio - 1) <= comm_tol) if not a.get("overlap") and comm_ratio == comm_ratio
+                       else None)
             out.append({"file": run["path"].name, "compute": r["compute"], "dilation": r["dilation"],
                         "overlap": a.get("overlap"), "sync": name, "img": r["img_per_s_worker"], "ratio": ratio,
                         "comm_ms": 1e3 * comm, "pred_ms": 1e3 * pred, "comm_ratio": comm_ratio,

@@ -16,8 +16,8 @@ may appear:
   ``<=``, ``>``, ``>=``, ``in (..)``, ``not in (..)``) with ``and``, ``or``,
   ``not``;
 - **arithmetic**: ``+ - * /``, unary minus, numbers, strings (in
-  conditions), the constants ``KiB MiB GiB`` (powers of 1024) and ``KB MB GB``
-  (powers of 1000);
+  conditions), the constants ``KiB MiB GiB`` (powers of 1024), ``KB MB GB``
+  (powers of 1000) and ``Mbit Gbit`` (bit/s);
 - **functions**: ``mean median min max sum std count first last abs``;
   arrays of equal length combine element by element (a scalar broadcasts).
 
@@ -43,7 +43,7 @@ __all__ = ["ExpressionError", "EmptySelection", "Ref", "Expression", "DataSource
 
 #: names usable anywhere as numbers
 CONSTANTS: dict[str, float] = {"KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3,
-                               "KB": 1e3, "MB": 1e6, "GB": 1e9}
+                               "KB": 1e3, "MB": 1e6, "GB": 1e9, "Mbit": 1e6, "Gbit": 1e9}
 
 
 def _first(a):

@@ -5,6 +5,7 @@ Validated with pydantic when loaded; any fault is a :class:`ManifestError`
 ``figures.fl-selection.jobs[oort].runner``. The format (docs/reproduce.md)::
 
     version: 1
+    x-NAME: ...                        # ignored: a place for YAML anchors (&name) used below
     figures:
       FIGURE:                          # a name: letters, digits, '-' and '_'
         title: ...                     # one line
@@ -136,7 +137,7 @@ class Job(_Model):
     points: list[Point] = Field(default_factory=list)
     tiers: list[Tier] = Field(default_factory=lambda: list(TIERS))
     tier_overrides: dict[Tier, dict[str, Any]] = Field(default_factory=dict)
-    expected_s: Union[float, dict[Tier, float]]
+    expected_s: Union[float, dict[Tier, float], None] = None
     timeout_s: float | None = Field(None, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
 
@@ -180,11 +181,15 @@ class Job(_Model):
         names = [p.name for p in self.points if p.name]
         if len(set(names)) != len(names):
             raise ValueError(f"point names repeat: {names}")
-        expected = _expected(self.expected_s, self.tiers)
-        missing = [t for t in self.tiers if t not in expected]
-        if missing:
-            raise ValueError(f"expected_s: no time given for tier {missing[0]!r} (seconds per run, "
-                             f"{{quick: S, full: S}} or one number)")
+        for tier in self.tiers:
+            points = [p for p in self.points or [Point()] if tier in (p.tiers or self.tiers)]
+            for point in points:
+                try:
+                    self.expected(tier, point)
+                except KeyError:
+                    where = f"point {point.name or point.ranks or ''} of " if self.points else ""
+                    raise ValueError(f"expected_s: no time given for {where}tier {tier!r} (seconds per run, "
+                                     f"{{quick: S, full: S}} or one number, on the job or its points)") from None
         return self
 
     def expected(self, tier: str, point: "Point | None" = None) -> float:
@@ -193,6 +198,8 @@ class Job(_Model):
             own = _expected(point.expected_s, TIERS)
             if tier in own:
                 return own[tier]
+        if self.expected_s is None:
+            raise KeyError(tier)
         return _expected(self.expected_s, TIERS)[tier]
 
 
@@ -364,6 +371,7 @@ def load_manifest(path) -> Manifest:
         raise ManifestError(f"{path}: not YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ManifestError(f"{path}: the top level must be a mapping with 'figures'")
+    raw = {k: v for k, v in raw.items() if not str(k).startswith("x-")}   # holders of YAML anchors
     try:
         return Manifest.model_validate(raw)
     except ValidationError as err:

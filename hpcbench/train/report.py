@@ -152,6 +152,10 @@ class Report:
             say(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
             extra = f", monitor overhead {100 * overhead:+.1f}%" if overhead == overhead else ""
             comm = f"communication {1e3 * s['comm_span_s']:.1f} ms per step"
+            if s["efficiency"] != s["efficiency"]:
+                say(f"efficiency and communication n/a: {name} hides its compute and communication "
+                    f"(it wraps the model and optimizer){extra}")
+                continue
             if pred_eff == pred_eff:
                 said = (f"efficiency {s['efficiency']:.3f} of ideal (predicted {pred_eff:.3f}), {comm} (alpha-beta, "
                         f"one after the other: {1e3 * pred_comm:.1f} ms)")
