@@ -17,7 +17,7 @@ Validated with pydantic when loaded; any fault is a :class:`ManifestError`
             config: jobs/configs/digits.yaml    # runners that take a YAML job file
             overrides: {rounds: 60}    # --KEY VALUE; {from: QUANTITY}: a value read from another job
             args: [--overlap]          # flags without a value
-            seeds: [1, 2, 3]           # one run per seed (--seed)
+            seeds: [1, 2, 3]           # one run per seed (--seed); or {quick: [1], full: [1, 2, 3]}
             points:                    # one run per point, each with its own ranks/overrides/tiers
               - {ranks: 8, tiers: [quick, full]}
             tiers: [quick, full]       # where the job runs (default both)
@@ -133,7 +133,7 @@ class Job(_Model):
     config: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     args: list[str] = Field(default_factory=list)
-    seeds: list[int] | None = None
+    seeds: Union[list[int], dict[Tier, list[int]], None] = None
     points: list[Point] = Field(default_factory=list)
     tiers: list[Tier] = Field(default_factory=lambda: list(TIERS))
     tier_overrides: dict[Tier, dict[str, Any]] = Field(default_factory=dict)
@@ -158,6 +158,20 @@ class Job(_Model):
             raise ValueError(f"job id {v!r} must be an identifier (letters, digits, '_'): claims name it")
         return v
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v):
+        for seeds in (v.values() if isinstance(v, dict) else [v] if v is not None else []):
+            if not seeds or len(set(seeds)) != len(seeds):
+                raise ValueError(f"seeds {seeds}: give distinct seeds, at least one")
+        return v
+
+    def seeds_in(self, tier: str) -> list[int] | None:
+        """The seeds of ``tier`` (None: the job has no seeds; a tier a mapping leaves out: none)."""
+        if isinstance(self.seeds, dict):
+            return self.seeds.get(tier)
+        return self.seeds
+
     @field_validator("runner")
     @classmethod
     def _runner(cls, v):
@@ -174,10 +188,10 @@ class Job(_Model):
 
     @model_validator(mode="after")
     def _consistent(self):
+        if isinstance(self.seeds, dict) and set(self.tiers) - set(self.seeds):
+            raise ValueError(f"seeds: no seeds for tier {sorted(set(self.tiers) - set(self.seeds))[0]!r}")
         if self.config is not None and RUNNERS[self.runner] != "config":
             raise ValueError(f"runner {self.runner!r} takes flags, not a config file (config: {self.config!r})")
-        if self.seeds is not None and (not self.seeds or len(set(self.seeds)) != len(self.seeds)):
-            raise ValueError(f"seeds {self.seeds}: give distinct seeds, at least one")
         names = [p.name for p in self.points if p.name]
         if len(set(names)) != len(names):
             raise ValueError(f"point names repeat: {names}")

@@ -161,7 +161,7 @@ def _expand(figure: str, job: Job, tier: str, out: Path) -> list[Run]:
     for point in points:
         ranks = point.ranks or job.ranks
         suffix = f"-{_point_name(job, point, ranks)}" if job.points else ""
-        for seed in job.seeds or [None]:
+        for seed in job.seeds_in(tier) or [None]:
             name = f"{job.id}{suffix}" + (f"-s{seed}" if seed is not None else "")
             overrides = dict(job.overrides)
             overrides.update(job.tier_overrides.get(tier, {}))

@@ -59,7 +59,8 @@ def _resolve(run: Run, plan: Plan) -> dict[str, Any]:
     out = {}
     for key, value in run.overrides.items():
         if isinstance(value, FromResults):
-            out[key] = evaluate(value.expression, data).value
+            number = evaluate(value.expression, data).value
+            out[key] = int(number) if float(number).is_integer() else number   # counts stay integers
     return out
 
 
@@ -187,8 +188,27 @@ class Session:
         if state == "failed":
             self._tail(handle.log)
 
+    def _draw_ready(self, figures: list[str]) -> bool:
+        """Draw (or submit the drawing of) every figure whose runs have all ended (or, async, started)."""
+        drew = False
+        for figure in list(figures):
+            runs = self.plan.runs_of(figure)
+            if any(r.key not in self.runs and r.key not in self._active for r in runs):
+                continue
+            if any(r.key in self._active for r in runs) and not self.launcher.asynchronous:
+                continue
+            figures.remove(figure)
+            self._draw(figure)
+            drew = True
+        return drew
+
     def execute(self) -> None:
-        """Run the plan to its end (every run ended, every figure drawn or not)."""
+        """Run the plan to its end (every run ended, every figure drawn or not).
+
+        Figures are drawn as soon as their runs have ended (locally) or been
+        submitted (Slurm, dependent jobs), so a session cut short keeps the
+        figures it finished.
+        """
         pending = list(self.plan.runs)
         figures = list(self.plan.figures)
         while pending or self._active or figures or self._drawing:
@@ -199,16 +219,9 @@ class Session:
                     continue
                 pending.remove(run)
                 self._start(run)
+                self._draw_ready(figures)
                 progressed = True
-            for figure in list(figures):
-                runs = self.plan.runs_of(figure)
-                if any(r.key not in self.runs and r.key not in self._active for r in runs):
-                    continue
-                if any(r.key in self._active for r in runs) and not self.launcher.asynchronous:
-                    continue
-                figures.remove(figure)
-                self._draw(figure)
-                progressed = True
+            progressed = self._draw_ready(figures) or progressed
             waiting = [h for h, _, _ in self._active.values()] + list(self._drawing.values())
             if waiting and not progressed:
                 for handle in self.launcher.wait(waiting):
