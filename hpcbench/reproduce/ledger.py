@@ -66,6 +66,10 @@ class Ledger:
             self._last[entry["output"]] = entry
         return entry
 
+    def last_run(self, output: Path) -> dict[str, Any] | None:
+        """The last ``run`` entry that wrote ``output`` (its command, exit status, wall time), or None."""
+        return self._last.get(str(output))
+
     def up_to_date(self, output: Path, recipe: str) -> tuple[bool, str]:
         """Whether ``output`` was made by ``recipe`` and completed; and why not.
 

@@ -36,11 +36,16 @@ def _run_rows(plan: Plan, session: Session, figure: str) -> list[dict]:
     rows = []
     for run in plan.runs_of(figure):
         o = session.runs.get(run.key)
-        rows.append({"name": run.name, "runner": run.job.runner, "ranks": run.ranks,
-                     "state": o.state if o else "not reached", "note": o.note if o else "",
-                     "wall": f"{o.wall_s:.1f}" if o and o.wall_s is not None and o.state != "skipped" else "",
-                     "expected": f"{run.expected_s:.0f}", "rc": "" if not o or o.rc is None else o.rc,
-                     "command": shlex.join(o.command) if o and o.command else "(not run in this session)"})
+        state, note = (o.state, o.note) if o else ("not reached", "the session ended before it")
+        wall, rc, command = (o.wall_s, o.rc, o.command) if o else (None, None, [])
+        if o is not None and o.state == "skipped":      # made by an earlier session: show that run
+            prev = session.ledger.last_run(run.output) or {}
+            wall, rc, command = prev.get("wall_s"), prev.get("rc"), prev.get("command", [])
+            note = f"{o.note}; ran {prev.get('time', '?')}"
+        rows.append({"name": run.name, "runner": run.job.runner, "ranks": run.ranks, "state": state, "note": note,
+                     "wall": f"{wall:.1f}" if wall is not None else "", "expected": f"{run.expected_s:.0f}",
+                     "rc": "" if rc is None else rc,
+                     "command": shlex.join(command) if command else "(no command ran)"})
     return rows
 
 
