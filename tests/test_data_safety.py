@@ -235,14 +235,14 @@ def _state(**attrs):
 def test_classify_tells_running_from_interrupted_by_the_heartbeat():
     now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
     fresh, stale = now - timedelta(seconds=5), now - timedelta(seconds=STALE_S + 1)
-    assert classify(_state(heartbeat=fresh.isoformat()), now, host="node-b").status == "running"
-    assert classify(_state(heartbeat=stale.isoformat()), now, host="node-b").status == "interrupted"
+    assert classify(_state(heartbeat=fresh.isoformat()), now, host="node-b").state == "running"
+    assert classify(_state(heartbeat=stale.isoformat()), now, host="node-b").state == "interrupted"
     dead = _state(heartbeat=fresh.isoformat(), writer_host="node-b", writer_pid=2**22 + 12345)
-    assert classify(dead, now, host="node-b").status == "interrupted"  # its process is gone, however recent
+    assert classify(dead, now, host="node-b").state == "interrupted"  # its process is gone, however recent
     alive = _state(heartbeat=fresh.isoformat(), writer_host="node-b", writer_pid=os.getpid())
-    assert classify(alive, now, host="node-b").status == "running"
+    assert classify(alive, now, host="node-b").state == "running"
     assert classify({"status": "failed", "error": "rank 3: boom"}, now).detail == "rank 3: boom"
-    assert classify({"status": "running"}, now).status == "running"  # an older file: cannot tell, says so
+    assert classify({"status": "running"}, now).state == "running"  # an older file: cannot tell, says so
 
 
 def test_heartbeat_is_refreshed_and_a_vanished_writer_reads_interrupted(tmp_path, capsys):
@@ -261,12 +261,12 @@ def test_heartbeat_is_refreshed_and_a_vanished_writer_reads_interrupted(tmp_path
         time.sleep(0.1)
     assert beat() != first
     with rf._lock:
-        assert classify(dict(rf._h5.attrs.items())).status == "running"  # this process writes it
+        assert classify(dict(rf._h5.attrs.items())).state == "running"  # this process writes it
     rf._beat_stop.set()
     rf._h5.close()  # as a SIGKILL leaves it: no close(), status running
     with h5py_file(path) as h5:
         h5.attrs["writer_pid"] = 2**22 + 12345  # a process that no longer exists
-    assert file_status(path).status == "interrupted"
+    assert file_status(path).state == "interrupted"
     assert results_main(["show", str(path)]) == 0
     assert "interrupted" in capsys.readouterr().out
 

@@ -409,7 +409,7 @@ def test_sigkill_leaves_readable_rounds(tmp_path):
     from hpcbench.results.status import file_status
     from hpcbench.results_command import main as results_main
 
-    assert file_status(out).status == "interrupted"
+    assert file_status(out).state == "interrupted"
     assert results_main(["show", str(out)]) == 0
     assert np.all(np.isfinite(rounds["test_accuracy"]))
     assert np.all(np.isfinite(rounds["virtual_time_s"]))

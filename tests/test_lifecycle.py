@@ -90,9 +90,9 @@ def test_fault_ends_every_rank_fast_and_marks_the_file(tmp_path, n, rank, mode):
         assert "Traceback" not in err
     else:  # hydra ORs the wait statuses: the rank's own 1, or 9 (SIGKILL) of the ranks it killed
         assert rc in (1, 9), (rc, err[-3000:])
-        assert state.status == "interrupted", state
+        assert state.state == "interrupted", state
         return
-    assert state.status == "failed" and "fault injected" in state.detail, state
+    assert state.state == "failed" and "fault injected" in state.detail, state
     if rank:  # told by the failing rank, before the abort
         assert state.detail.startswith(f"rank {rank}: "), state
 
@@ -104,7 +104,7 @@ def test_vanishing_rank_exits_with_the_failure_status(tmp_path):
                            "--fault-inject", "0:1:exit"], cwd=str(ROOT), capture_output=True, text=True,
                           timeout=180, stdin=subprocess.DEVNULL)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert _file_state(out).status == "interrupted"
+    assert _file_state(out).state == "interrupted"
 
 
 @pytest.mark.mpi
@@ -130,7 +130,7 @@ def test_sigterm_of_one_rank_marks_the_file_failed(tmp_path):
             proc.wait()
     assert proc.returncode == 1, err[-3000:]
     state = _file_state(out)
-    assert state.status == "failed" and state.detail.startswith("rank 2: Terminated"), state
+    assert state.state == "failed" and state.detail.startswith("rank 2: Terminated"), state
 
 
 def _rank_pid(root: int, rank: int, ready, timeout: float) -> int:

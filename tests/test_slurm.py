@@ -68,4 +68,4 @@ def test_failing_rank_ends_the_step(tmp_path, fault, status, state):
                               "--fault-inject", fault)
     assert code == status and f"fault injected on rank {fault[0]}" in log, (code, log[-3000:])
     assert time.time() - t0 < 120
-    assert file_status(tmp_path / "x.h5").status == state
+    assert file_status(tmp_path / "x.h5").state == state

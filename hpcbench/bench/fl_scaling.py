@@ -59,18 +59,16 @@ def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, e
     Returns its results file and the peak memory of its process tree.
     """
     from hpcbench.bench.process_memory import TreeSampler
-    from hpcbench.runtime.launch import end_process_group, find_mpiexec
+    from hpcbench.runtime.launch import end_process_group, start_mpi
 
     name = f"fl-bench-np{np_}-{engine}"
     out = outdir / f"{name}.h5"
-    cmd = [find_mpiexec(), "-n", str(np_), sys.executable, "-m", "hpcbench.fl",
-           *_job_flags(rounds, clients, participants, out, extra, engine, name)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    args = ["-m", "hpcbench.fl", *_job_flags(rounds, clients, participants, out, extra, engine, name)]
     log = outdir / f"{name}.log"
     with open(log, "w") as f:
         # its own session, so that the ranks go with it if this process is interrupted
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)
+        proc = start_mpi(np_, args, stdout=f, stderr=subprocess.STDOUT)
+        cmd = proc.args
         try:
             with TreeSampler(proc.pid) as sampler:
                 rc = proc.wait()

@@ -202,9 +202,9 @@ class FLJob(Job):
             print(describe(cfg, str(results.path), comm.size, self.source), flush=True)
         progress = None
         if comm.rank == 0 and cfg.progress:
-            from tqdm import tqdm
-            progress = tqdm(total=cfg.rounds, initial=self.resume["step"] if self.resume else 0,
-                            desc=cfg.job_name, unit="round", file=sys.stderr)
+            from hpcbench.runtime.progress import progress_bar
+            progress = progress_bar(cfg.rounds, cfg.job_name, "round", sys.stderr,
+                                    initial=self.resume["step"] if self.resume else 0)
         emu = loop(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
         emu.uplink, emu.downlink = setup.uplink, setup.downlink
         if self.resume is not None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point
+from hpcbench.runtime.texttable import fmt
 
 __all__ = ["PipelineJob"]
 
@@ -316,6 +317,6 @@ class PipelineJob(Job):
         speedup = measured_even / measured if measured_even == measured_even else float("nan")
         extra = f"  (final {final:.4g} s vs optimal {final_opt.predicted_iteration_s:.4g} s, {rebalances} re-balances)" \
             if name == "adaptive" else ""
-        print(f"{name:<12} {alloc.predicted_iteration_s:>12.4g} {measured:>12.4g} {err:>+6.1f} {speedup:>8.2f} "
+        print(f"{name:<12} {alloc.predicted_iteration_s:>12.4g} {measured:>12.4g} {err:>+6.1f} {fmt(speedup, '.2f', 'no even'):>8} "
               f"{alloc.solve_s:>9.3g}  {lps if len(lps) < 60 else lps[:57] + '...'}{extra}")
         sys.stdout.flush()

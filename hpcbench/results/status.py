@@ -17,27 +17,38 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Mapping
 
-__all__ = ["FileStatus", "file_status", "classify", "STALE_S"]
+__all__ = ["RunStatus", "run_status", "file_status", "classify", "STALE_S"]
 
 #: a ``running`` file whose heartbeat is older than this many seconds is taken as interrupted
 STALE_S = 60.0
 
 
 @dataclass(frozen=True)
-class FileStatus:
-    """A result file's state.
+class RunStatus:
+    """A run's state and a few words on it.
 
     Attributes
     ----------
-    status : {"completed", "failed", "running", "interrupted", "unknown"}
-        ``interrupted``: marked ``running`` by a writer that no longer runs.
+    state : {"completed", "failed", "running", "interrupted", "unknown"}
+        ``interrupted``: marked ``running`` by a writer that no longer runs;
+        ``unknown``: no readable ``status`` attribute.
     detail : str
-        Why (the error of a failed run, the age of the last heartbeat, ...).
+        Why (the error of a failed run, the end time of a finished one, the
+        age of the last heartbeat, ...).
     """
 
-    status: str
+    state: str
     detail: str = ""
+
+    @property
+    def completed(self) -> bool:
+        """True for a run that ended normally (its tables are whole)."""
+        return self.state == "completed"
+
+    def __str__(self) -> str:
+        return f"{self.state} ({self.detail})" if self.detail else self.state
 
 
 def _text(value) -> str:
@@ -60,7 +71,7 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def classify(attrs: dict, now: datetime | None = None, host: str | None = None) -> FileStatus:
+def classify(attrs: dict, now: datetime | None = None, host: str | None = None) -> RunStatus:
     """The state of a result file from its root attributes.
 
     Parameters
@@ -74,35 +85,38 @@ def classify(attrs: dict, now: datetime | None = None, host: str | None = None) 
 
     Returns
     -------
-    FileStatus
+    RunStatus
     """
     status = _text(attrs.get("status", ""))
-    if status in ("completed", "failed"):
-        return FileStatus(status, _text(attrs.get("error", "")) if status == "failed" else "")
+    if status == "failed":
+        return RunStatus(status, _text(attrs.get("error", "")))
+    if status == "completed":
+        end = attrs.get("end_time")
+        return RunStatus(status, f"ended {_text(end)}" if end else "")
     if status != "running":
-        return FileStatus("unknown", f"status attribute {status!r}")
+        return RunStatus("unknown", f"status attribute {status!r}")
     beat = attrs.get("heartbeat")
     if beat is None:
-        return FileStatus("running", "no heartbeat recorded (written by an older hpcbench): it may have been "
+        return RunStatus("running", "no heartbeat recorded (written by an older hpcbench): it may have been "
                                      "interrupted")
     now = now or datetime.now(timezone.utc)
     try:
         age = (now - datetime.fromisoformat(_text(beat))).total_seconds()
     except (TypeError, ValueError):
-        return FileStatus("unknown", f"unreadable heartbeat {_text(beat)!r}")
+        return RunStatus("unknown", f"unreadable heartbeat {_text(beat)!r}")
     writer, pid = _text(attrs.get("writer_host", "")), attrs.get("writer_pid")
     if writer and writer == (host or socket.gethostname()) and pid is not None:
         if not _pid_alive(int(pid)):
-            return FileStatus("interrupted", f"its writer (process {int(pid)} on {writer}) is gone; last "
+            return RunStatus("interrupted", f"its writer (process {int(pid)} on {writer}) is gone; last "
                                              f"heartbeat {age:.0f} s ago")
         if age <= STALE_S:
-            return FileStatus("running", f"process {int(pid)} on {writer}, heartbeat {age:.0f} s ago")
+            return RunStatus("running", f"process {int(pid)} on {writer}, heartbeat {age:.0f} s ago")
     if age > STALE_S:
-        return FileStatus("interrupted", f"no heartbeat for {age:.0f} s (written every few seconds while it runs)")
-    return FileStatus("running", f"heartbeat {age:.0f} s ago on {writer or 'an unknown host'}")
+        return RunStatus("interrupted", f"no heartbeat for {age:.0f} s (written every few seconds while it runs)")
+    return RunStatus("running", f"heartbeat {age:.0f} s ago on {writer or 'an unknown host'}")
 
 
-def file_status(path: str | Path, now: datetime | None = None) -> FileStatus:
+def file_status(path: str | Path, now: datetime | None = None) -> RunStatus:
     """:func:`classify` of the file at ``path`` (read without HDF5's file lock, so a live run's file opens too).
 
     Raises
@@ -115,3 +129,30 @@ def file_status(path: str | Path, now: datetime | None = None) -> FileStatus:
     with h5py.File(path, "r", locking=False) as h5:
         attrs = dict(h5.attrs.items())
     return classify(attrs, now)
+
+
+def run_status(path, attrs: Mapping[str, Any] | None = None) -> RunStatus:
+    """The state of the run in results file ``path``: :func:`classify` of its attributes.
+
+    The one place that decides it: ``hpcbench results ls/show`` and
+    ``hpcbench reproduce`` (whether a run can be skipped) ask it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The results file.
+    attrs : mapping, optional
+        Its root attributes, when already read (:func:`hpcbench.results.read_attrs`).
+
+    Returns
+    -------
+    RunStatus
+
+    Raises
+    ------
+    OSError
+        The file cannot be read as HDF5.
+    """
+    if attrs is None:
+        return file_status(path)
+    return classify(dict(attrs))

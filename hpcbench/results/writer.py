@@ -134,6 +134,7 @@ class Table:
         self._group.attrs["rows"] = self._rows
         if flush:
             self._owner.flush()
+        self._owner._observe(self._group.name.lstrip("/"), arrays)
 
     def truncate(self, rows: int) -> None:
         """Keep only the first ``rows`` rows (what a resumed run continues from) and flush.
@@ -155,6 +156,9 @@ class Table:
 
 class ResultsFile:
     """One run's HDF5 result file, opened by a single process.
+
+    Observers (:meth:`observe`) see every appended row as it is written:
+    what ``--tensorboard`` streams the live scalars through.
 
     Parameters
     ----------
@@ -213,6 +217,7 @@ class ResultsFile:
         self._failed = ""
         self._beat_stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._observers: list = []
 
     def _mark_writer(self) -> None:
         root = self._h5.attrs
@@ -325,6 +330,28 @@ class ResultsFile:
         self.flush()
         return Table(self, group, columns)
 
+    def observe(self, observer) -> None:
+        """Call ``observer.append(table, rows)`` after every append and ``observer.close()`` at :meth:`close`.
+
+        ``table`` is the table's name, ``rows`` a dict of the appended 1-D
+        arrays (one per column). An observer that raises is dropped with one
+        warning on stderr: results come first.
+        """
+        self._observers.append(observer)
+
+    def _observe(self, table: str, rows: Mapping[str, np.ndarray]) -> None:
+        for observer in list(self._observers):
+            try:
+                observer.append(table, rows)
+            except Exception as exc:  # noqa: BLE001 - a scalar log never ends a run
+                self._drop(observer, exc)
+
+    def _drop(self, observer, exc: Exception) -> None:
+        import sys
+
+        self._observers.remove(observer)
+        sys.stderr.write(f"warning: {type(observer).__name__} stopped: {type(exc).__name__}: {exc}\n")
+
     def write_array(self, name: str, data, units: str, description: str = "") -> None:
         """Write a whole (n-dimensional) dataset at once, with its units."""
         with self._lock:
@@ -332,6 +359,11 @@ class ResultsFile:
             ds.attrs["units"] = units
             ds.attrs["description"] = description
             self.flush()
+
+    def get_attr(self, name: str, default: Any = None) -> Any:
+        """Root attribute ``name`` (``default`` when absent)."""
+        value = self._h5.attrs.get(name, default)
+        return value.item() if isinstance(value, np.generic) else value
 
     def set_attrs(self, **attrs: Any) -> None:
         """Set root attributes (e.g. summary figures) and flush."""
@@ -384,6 +416,12 @@ class ResultsFile:
         with self._lock:
             if not self._h5.id.valid:
                 return
+            for observer in list(self._observers):
+                try:
+                    observer.close()
+                except Exception as exc:  # noqa: BLE001 - a scalar log never ends a run
+                    self._drop(observer, exc)
+            self._observers.clear()
             if self._failed:
                 status, error = "failed", self._failed if not error else f"{self._failed}; {error}"
             self._h5.attrs["status"] = status

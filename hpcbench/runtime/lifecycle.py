@@ -298,7 +298,7 @@ class Job(ABC):
 
 
 #: argparse destinations the lifecycle itself adds (the run-time switches add ``setting_*``)
-_OWN_DESTS = ("overwrite", "fault_inject")
+_OWN_DESTS = ("overwrite", "fault_inject", "tensorboard")
 
 
 def job_arguments(args: argparse.Namespace) -> dict[str, Any]:
@@ -400,6 +400,33 @@ def _open_results(job: Job, overwrite: bool, start: str, attrs: dict):
         raise InputError(f"output: cannot create {str(path)!r}: {exc.strerror or exc}") from None
 
 
+def _check_tensorboard(logdir: str, rank: int) -> None:
+    """``--tensorboard DIR``: the package is installed and (rank 0) DIR can be created."""
+    from hpcbench.results.tensorboard import require_tensorboard
+
+    require_tensorboard()
+    if rank == 0:
+        try:
+            Path(logdir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--tensorboard: cannot create {logdir!r}: {exc.strerror or exc}") from None
+
+
+def _oversubscribed(job: Job, hostnames: list[str], cores: list[int], compute_mode) -> str:
+    """Hosts with more ranks than cores (provenance ``oversubscribed``); warns once for ``compute: real``.
+
+    Real compute of more ranks than cores measures the operating system's
+    time-slicing, not the model; emulated compute sleeps and is unaffected.
+    """
+    from hpcbench.runtime.hosts import oversubscription
+
+    text = oversubscription(hostnames, cores)
+    if text and compute_mode == "real":
+        sys.stderr.write(f"{job.prog}: warning: {text} with compute: real: the timings measure time-slicing "
+                         f"of the cores; use compute: emulated (and time_dilation) for more ranks than cores\n")
+    return text
+
+
 def _on_sigterm(signum, frame):
     raise Terminated(f"signal {signum} (SIGTERM)")
 
@@ -479,6 +506,9 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing output file (refused otherwise)")
     parser.add_argument("--fault-inject", metavar="RANK:STEP:MODE", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--tensorboard", metavar="DIR", default=None,
+                        help="rank 0 writes live TensorBoard scalars (and the config as text) to DIR/<run>/ "
+                             "as rows are written; needs pip install -e '.[tensorboard]'")
     job.add_arguments(parser)
     from hpcbench.runtime import settings
 
@@ -491,6 +521,8 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
         else:
             args = parser.parse_args(argv)
         _FAULT = _Fault(args.fault_inject, comm.size) if args.fault_inject else None
+        if args.tensorboard:
+            _check_tensorboard(args.tensorboard, comm.rank)
         settings.apply(args)
         job.configure(args)
         if _FAULT is not None:
@@ -524,10 +556,11 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
                              else f"{job.prog}: error: {error}\n")
         return EXIT_INPUT
     from hpcbench.runtime import provenance
-    from hpcbench.runtime.hosts import gather_hostnames
+    from hpcbench.runtime.hosts import gather_cores, gather_hostnames
 
     start = provenance.utc_now()
     hostnames = gather_hostnames(comm)
+    cores = gather_cores(comm)
     results = None
     if comm.rank == 0:
         try:
@@ -535,7 +568,12 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
                                        start)
             attrs["fault_injection"] = args.fault_inject or ""
             attrs.update(job.provenance())
+            attrs["oversubscribed"] = _oversubscribed(job, hostnames, cores, attrs.get("compute_mode"))
             results = _open_results(job, args.overwrite, start, attrs)
+            if results is not None and args.tensorboard:
+                from hpcbench.results.tensorboard import attach
+
+                attach(results, args.tensorboard, job.kind, results.get_attr("config_yaml", ""))
         except InputError as exc:
             error = str(exc)
         except Exception as exc:  # noqa: BLE001 - the other ranks wait in agree: abort them

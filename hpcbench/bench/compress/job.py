@@ -30,6 +30,7 @@ import os
 
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point, job_arguments
+from hpcbench.runtime.texttable import fmt
 
 __all__ = ["CompressJob"]
 
@@ -249,7 +250,7 @@ class CompressJob(Job):
                                   "throughput": r["throughput_GBps"], "wire_ratio": r["wire_ratio"],
                                   "recall": r["recall"], "vs_torch_topk": vs})
                     print(f"{name:<15}{mb:>8.2f}{1e3 * r['compress_s']:>10.2f}{1e3 * r['decompress_s']:>9.2f}"
-                          f"{r['throughput_GBps']:>8.2f}{r['wire_ratio']:>9.4f}{r['recall']:>8.3f}"
+                          f"{r['throughput_GBps']:>8.2f}{r['wire_ratio']:>9.4f}{fmt(r['recall'], '.3f'):>8}"
                           f"{vs:>9.2f}", flush=True)
             sleep_barrier(comm)
 
