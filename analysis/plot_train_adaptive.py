@@ -19,18 +19,13 @@ imports MPI.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
+from _style import figure_parser, finish, pyplot
+from _train_results import load_runs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _train_results import load_runs  # noqa: E402
-from plot_tta import save_figure  # noqa: E402
-
-from hpcbench.results import read_table  # noqa: E402
+from hpcbench.results import read_table
 
 
 def curves(path) -> list[dict]:
@@ -57,15 +52,8 @@ def time_to(curve: dict, target: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the figure and print the table; returns the exit status."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", type=Path, help="hpcbench train result files (.h5) of one task")
+    ap = figure_parser(__doc__, "results/train-adaptive.png", "hpcbench train result files (.h5) of one task")
     ap.add_argument("--target", type=float, required=True, help="target held-out accuracy, in (0, 1]")
-    ap.add_argument("-o", "--output", type=Path, default=Path("results/train-adaptive.png"))
     args = ap.parse_args(argv)
     if not 0 < args.target <= 1:
         print(f"plot_train_adaptive: error: --target {args.target}: must be in (0, 1]", file=sys.stderr)
@@ -74,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = load_runs(args.files, "plot_train_adaptive")
     except SystemExit as exc:
         return int(exc.code)
+    plt = pyplot()
     fig, (ax_acc, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
     print(f"{'run':<34} {'workers':>7} {'batch (global)':>15} {'final acc':>9} {'time to ' + str(args.target):>13}")
     for k, run in enumerate(runs):
@@ -98,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ax_b.set_yscale("log", base=2)
     model = runs[0]["attrs"].get("model")
     fig.suptitle(f"{model}: adaptive batch (gns_batch) against fixed batches (KungFu figure 4)")
-    save_figure(fig, args.output)
-    return 0
+    return finish(fig, args)
 
 
 if __name__ == "__main__":
