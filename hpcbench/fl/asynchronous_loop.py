@@ -60,7 +60,7 @@ from hpcbench.fl.emulation import _META, _STOP_TAG, Emulation, Summary, assign_c
 from hpcbench.fl.output import TASK_COLUMNS, UPDATE_COLUMNS
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.lifecycle import fault_point
-from hpcbench.runtime.wait import Backoff, sleep_waitall
+from hpcbench.runtime.wait import Backoff, sleep_wait_streams
 
 __all__ = ["AsyncEmulation"]
 
@@ -116,7 +116,7 @@ class AsyncEmulation(Emulation):
             return None
         models = np.empty((int(ctrl[1]), self.num_params), dtype=np.float32)
         if ctrl[0]:
-            sleep_waitall(irecv_chunked(self.comm, models, 0, 3 * batch + 1), Backoff(max_s=1e-3))
+            sleep_wait_streams([irecv_chunked(self.comm, models, 0, 3 * batch + 1)], Backoff(max_s=1e-3))
         return ctrl, models
 
     def _execute(self, batch: int, stop_req) -> bool:
@@ -130,7 +130,7 @@ class AsyncEmulation(Emulation):
             sends = isend_chunked(self.comm, block, 0, 3 * batch + 2)
             if self._signal_wakeups:
                 self.waker.wake(0)
-            sleep_waitall(sends)
+            sleep_wait_streams([sends])
         return True
 
     def _run_batch(self, batch: int, update, versions: dict):
@@ -147,9 +147,10 @@ class AsyncEmulation(Emulation):
                 blocks[0] = (mine,) + self._train_tasks(ctrl, models)[1:]
                 continue
             keep += [ctrl, models]
-            reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * batch))
+            stream = [self.comm.Isend(ctrl, dest=rank, tag=3 * batch)]
             if len(mine):
-                reqs += isend_chunked(self.comm, models, rank, 3 * batch + 1)
+                stream += isend_chunked(self.comm, models, rank, 3 * batch + 1)
+            reqs.append(stream)
         if self._signal_wakeups:
             for rank in plan:
                 self.waker.wake(rank)

@@ -51,7 +51,7 @@ from hpcbench.fl.training_result import decayed_learning_rate
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import fault_point
-from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
+from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_wait_streams, sleep_waitall
 from hpcbench.runtime.wakeup import Waker
 
 __all__ = ["assign_clients", "Emulation", "Summary"]
@@ -293,22 +293,24 @@ class Emulation:
         executor needs no other rank to forward anything, so a rank that is
         descheduled on an oversubscribed node delays only itself. The model
         goes in eager-sized pieces (:mod:`hpcbench.runtime.chunked`), so the
-        sends complete without waiting for executors to wake up.
+        sends complete without waiting for executors to wake up. Returns one
+        stream of requests per executor (for :func:`sleep_wait_streams`).
         """
-        reqs = []
+        streams = []
         for rank, ids in plan.items():
             if rank == 0:
                 continue
             ctrl = np.zeros(1 + self._cap, dtype=np.int64)
             ctrl[0] = len(ids)
             ctrl[1:1 + len(ids)] = ids
-            reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * round_))
+            reqs = [self.comm.Isend(ctrl, dest=rank, tag=3 * round_)]
             if len(ids):
                 reqs += isend_chunked(self.comm, params, rank, 3 * round_ + 1)
+            streams.append(reqs)
         if self._signal_wakeups:  # after every send: a woken executor may preempt this rank
             for rank in plan:
                 self.waker.wake(rank)
-        return reqs
+        return streams
 
     def _stop_executors(self) -> None:
         """Aggregator: tell every executor the job is over (after the last round, or at the target)."""
@@ -345,24 +347,24 @@ class Emulation:
             return None
         if ctrl[0] == 0:
             return np.zeros(0, np.int64)
-        sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
+        sleep_wait_streams([irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1)], Backoff(max_s=1e-3))
         return ctrl[1:1 + ctrl[0]].copy()
 
     def _collect(self, plan, tag: int, blocks: dict, pending: list) -> None:
         """Aggregator: receive every planned executor's result block on ``tag`` into ``blocks``.
 
         ``blocks[rank] = (its ids, deltas, meta)``; sleeps until those and the
-        ``pending`` requests (the round's sends) complete.
+        ``pending`` streams of requests (the round's sends) complete.
         """
-        reqs = list(pending)
+        streams = list(pending)
         for rank, ids in plan.items():
             if rank == 0 or not len(ids):
                 continue
             buf, d, m = self._result_block(len(ids))
-            reqs += irecv_chunked(self.comm, buf, rank, tag)
+            streams.append(irecv_chunked(self.comm, buf, rank, tag))
             blocks[rank] = (ids, d, m)
         wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
-        sleep_waitall(reqs, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
+        sleep_wait_streams(streams, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
 
     # -- compression (rank 0) ---------------------------------------------------------------
     def broadcast_model(self, params: np.ndarray) -> np.ndarray:
@@ -488,7 +490,7 @@ class Emulation:
                     sends = isend_chunked(self.comm, block, 0, 3 * round_ + 2)
                     if self._signal_wakeups:
                         self.waker.wake(0)
-                    sleep_waitall(sends)
+                    sleep_wait_streams([sends])
                 continue
             if stop:
                 break
