@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -312,32 +311,23 @@ def test_clock_real_traces_availability_and_reproducible():
 
 
 # ------------------------------------------------------------------------- assign_clients
-def _optimal_makespan(work, k):
-    best = math.inf
-    for assign in itertools.product(range(k), repeat=len(work)):
-        loads = np.zeros(k)
-        np.add.at(loads, list(assign), work)
-        best = min(best, loads.max())
-    return best
-
-
-def test_assign_clients_lpt_bound_and_coverage():
+def test_assign_clients_contiguous_runs_in_id_order_balanced_by_work():
     rng = np.random.default_rng(21)
-    for _ in range(40):
-        m = int(rng.integers(1, 9))
-        k = int(rng.integers(1, 4))
-        ids = np.sort(rng.choice(10_000, m, replace=False)).astype(np.int64)
+    for _ in range(60):
+        m = int(rng.integers(1, 40))
+        k = int(rng.integers(1, 6))
+        ids = rng.choice(10_000, m, replace=False).astype(np.int64)  # any order in, ascending out
         work = rng.integers(1, 50, m).astype(np.float64)
-        executors = list(range(1, k + 1))
+        executors = sorted(rng.choice(64, k, replace=False).tolist())
         plan = assign_clients(ids, work, executors)
-        assert set(plan) == set(executors)
+        assert list(plan) == executors  # runs in the order of the executors...
         got = np.concatenate(list(plan.values()))
-        assert np.array_equal(np.sort(got), ids)  # every client exactly once
+        assert np.array_equal(got, np.sort(ids))  # ...list every client once, in ascending id order
         w_of = dict(zip(ids.tolist(), work.tolist()))
         for v in plan.values():
-            assert v.dtype == np.int64 and np.all(np.diff(v) > 0)
+            assert v.dtype == np.int64
         makespan = max(sum(w_of[int(c)] for c in v) for v in plan.values())
-        assert makespan <= 4 / 3 * _optimal_makespan(work, k) + 1e-9
+        assert makespan <= work.sum() / k + work.max() + 1e-9
 
 
 def test_assign_clients_single_executor_and_empty():

@@ -125,12 +125,9 @@ class AsyncEmulation(Emulation):
         if work is None:
             return False
         ctrl, models = work
-        block, _, _ = self._train_tasks(ctrl, models)
+        _, deltas, meta = self._train_tasks(ctrl, models)
         if ctrl[0]:
-            sends = isend_chunked(self.comm, block, 0, 3 * batch + 2)
-            if self._signal_wakeups:
-                self.waker.wake(0)
-            sleep_wait_streams([sends])
+            self._send_results(meta, deltas, 3 * batch + 2)
         return True
 
     def _run_batch(self, batch: int, update, versions: dict):
@@ -154,7 +151,11 @@ class AsyncEmulation(Emulation):
         if self._signal_wakeups:
             for rank in plan:
                 self.waker.wake(rank)
-        self._collect(plan, 3 * batch + 2, blocks, reqs)
+        for rank, mine in plan.items():
+            if rank != 0 and len(mine):
+                _, d, m = self._result_block(len(mine))
+                blocks[rank] = (mine, d, m)
+        self._collect(plan, 3 * batch + 2, {rank: (m, d) for rank, (_, d, m) in blocks.items()}, reqs)
         position = {k: i for i, k in enumerate(numbers.tolist())}
         ranks = np.full(len(numbers), -1, np.int32)
         deltas = np.empty((len(numbers), self.num_params), np.float32)
