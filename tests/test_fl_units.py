@@ -180,6 +180,29 @@ def test_million_clients_metadata_small():
     assert shard.num_examples == 10
 
 
+# ------------------------------------------------------------------------ inputs loaded in a child
+class _FailingInputs:
+    """A dataset class whose loading step fails (imported by name in the child process)."""
+
+    name = "failing"
+
+    @staticmethod
+    def load_inputs(cfg, seed):
+        raise OSError(f"inputs of seed {seed} unreadable")
+
+
+def test_load_in_child_returns_the_inputs_and_raises_its_errors():
+    from hpcbench.fl.data import load_in_child
+    from hpcbench.fl.data.digits import DigitsDataset
+
+    cfg = DatasetConfig(test_fraction=0.3)
+    got = load_in_child(DigitsDataset, cfg, 7)
+    want = DigitsDataset.load_inputs(cfg, 7)
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want))
+    with pytest.raises(OSError, match="inputs of seed 4 unreadable"):
+        load_in_child(_FailingInputs, cfg, 4)
+
+
 # ------------------------------------------------------------------------------------ clock
 class _StubDevice:
     """Row r has a fixed per-sample latency of (r + 1) ms."""

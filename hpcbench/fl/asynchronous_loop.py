@@ -73,8 +73,8 @@ class AsyncEmulation(Emulation):
     ``b`` of the synchronous rotation.
     """
 
-    def __init__(self, cfg, comm, dataset, model, clock, aggregator) -> None:
-        super().__init__(cfg, comm, dataset, model, clock, aggregator)
+    def __init__(self, cfg, comm, dataset, model, clock, aggregator, server_model=None) -> None:
+        super().__init__(cfg, comm, dataset, model, clock, aggregator, server_model)
         section = cfg.asynchronous
         self.concurrency = section.concurrency or math.ceil(cfg.participants * cfg.overcommitment)
         self.buffer_size = section.buffer_size or cfg.participants

@@ -282,17 +282,22 @@ class FLConfig(_Strict):
             raise ValueError(f"client_training 'batched' needs mode 'sync' and a model reading feature vectors "
                              f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
         if self.client_training == "auto":  # frozen model: set the resolved engine once, here
-            object.__setattr__(self, "client_training", "sequential" if self._numpy_problems() else "numpy")
+            object.__setattr__(self, "client_training", "sequential" if self.numpy_engine_problems() else "numpy")
             self._engine_chosen = True
-        elif self.client_training == "numpy" and self._numpy_problems():
-            raise ValueError("client_training 'numpy' does not support " + "; ".join(self._numpy_problems()))
+        elif self.client_training == "numpy" and self.numpy_engine_problems():
+            raise ValueError("client_training 'numpy' does not support " + "; ".join(self.numpy_engine_problems()))
         for name in ("learning_rate", "overcommitment"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")
         return self
 
-    def _numpy_problems(self) -> list[str]:
-        """The settings the torch-free engine (:mod:`hpcbench.fl.numpy_training`) does not implement (none: it can run)."""
+    def numpy_engine_problems(self) -> list[str]:
+        """The settings the torch-free engine (:mod:`hpcbench.fl.numpy_training`) does not implement.
+
+        Empty when it can train the job; then a rank that trains no client
+        (rank 0 of a multi-rank job) needs no torch whatever the engine
+        (:func:`hpcbench.fl.setup.uses_torch`).
+        """
         problems = []
         if self.mode != "sync":
             problems.append(f"mode {self.mode!r} (needs 'sync')")

@@ -131,9 +131,12 @@ class Emulation:
         rank feeds back every round's per-client outcome.
     aggregator : hpcbench.fl.contracts.Aggregator
         Server optimizer (its client-side term, if any, is applied by the executors).
+    server_model : torch.nn.Module or hpcbench.fl.models.numpy_mlp.NumpyMLP, optional
+        The model rank 0 takes the initial parameters from and evaluates
+        (:attr:`hpcbench.fl.setup.Setup.server_model`); default ``model``.
     """
 
-    def __init__(self, cfg, comm: MPI.Comm, dataset, model, clock, aggregator) -> None:
+    def __init__(self, cfg, comm: MPI.Comm, dataset, model, clock, aggregator, server_model=None) -> None:
         self.cfg = cfg
         self.comm = comm
         self.rank = comm.rank
@@ -145,8 +148,11 @@ class Emulation:
         self.executors = list(range(1, self.size)) or [0]
         self._nodes = self._executor_nodes()
         self.waker = Waker(comm)
-        self._numpy = cfg.client_training == "numpy"
-        self.num_params = model.num_parameters if self._numpy else sum(p.numel() for p in model.parameters())
+        self._numpy = cfg.client_training == "numpy"  # the engine this rank trains clients with
+        self.server_model = model if server_model is None else server_model
+        self._torch = hasattr(self.server_model, "parameters")  # a torch module, not a numpy twin
+        self.num_params = (sum(p.numel() for p in self.server_model.parameters()) if self._torch
+                           else self.server_model.num_parameters)
         self._model_buf = np.zeros(self.num_params, dtype=np.float32)
         self._cap = math.ceil(cfg.participants * cfg.overcommitment)
         self._trained = 0
@@ -495,7 +501,7 @@ class Emulation:
             rounds_tab = results.table("rounds", ROUND_COLUMNS, "one row per round") if results else None
             clients_tab = results.table("clients", CLIENT_COLUMNS, "one row per selected client per round") \
                 if results else None
-            x_test, y_test = self.dataset.test_arrays() if self._numpy else self.dataset.test_set()
+            x_test, y_test = self.dataset.test_set() if self._torch else self.dataset.test_arrays()
             tables = {"rounds": rounds_tab, "clients": clients_tab}
         stop = False
         if self.rank == 0 and self.resume is not None:
@@ -561,11 +567,11 @@ class Emulation:
 
     def initial_parameters(self) -> np.ndarray:
         """The initial global model as a new flat float32 array of shape (P,)."""
-        if self._numpy:
-            return self.model.initial.copy()
+        if not self._torch:
+            return self.server_model.initial.copy()
         from hpcbench.fl.models import flat_parameters
 
-        return flat_parameters(self.model).numpy().copy()
+        return flat_parameters(self.server_model).numpy().copy()
 
     def _evaluate(self, step: int, params: np.ndarray, vtime_s: float, test_set, summary: Summary, results,
                   t0: float) -> tuple[float, float, bool]:
@@ -577,16 +583,16 @@ class Emulation:
         cfg = self.cfg
         if step % cfg.eval_interval and step != cfg.rounds:
             return math.nan, math.nan, False
-        if self._numpy:
+        if not self._torch:
             from hpcbench.fl.numpy_training import evaluate_numpy
 
-            acc, loss = evaluate_numpy(self.model, params, *test_set)
+            acc, loss = evaluate_numpy(self.server_model, params, *test_set)
         else:
             import torch
 
             from hpcbench.fl.training import evaluate
 
-            acc, loss = evaluate(self.model, torch.from_numpy(params), *test_set)
+            acc, loss = evaluate(self.server_model, torch.from_numpy(params), *test_set)
         summary.final_accuracy = acc
         if acc < cfg.target_accuracy or summary.rounds_to_accuracy >= 0:
             return acc, loss, False
