@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib
 import sys
 
+from hpcbench.runtime.registry import Registry
+
 __all__ = ["SUBCOMMANDS", "main"]
 
 #: subcommand name -> (module with ``main(argv) -> int`` running the shared lifecycle, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
+SUBCOMMANDS: Registry[tuple[str, str]] = Registry("subcommand", {
     "fl": ("hpcbench.fl.__main__", "federated learning emulation (FedScale design on MPI ranks)"),
     "fl-bench": ("hpcbench.bench.fl_scaling", "throughput and scaling benchmark of the federated emulation"),
     "collectives": ("hpcbench.bench.collectives.__main__",
@@ -22,8 +24,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pipeline": ("hpcbench.pipeline.__main__", "pipeline stages on MPI ranks with Sky Computing's layer allocation"),
     "costmodel": ("hpcbench.bench.costmodel", "allreduce over the link model against the alpha-beta model"),
     "train": ("hpcbench.train.__main__", "data-parallel training (KungFu's benchmark) with gradient synchronisers"),
-    "results": ("hpcbench.results_command", "convert result files: export --fedscale RUN.h5 (FedScale testing_perf)"),
-}
+    "reproduce": ("hpcbench.reproduce.command",
+                  "regenerate the figures of jobs/reproduce.yaml and check their claims (quick or full tier)"),
+    "results": ("hpcbench.results_command",
+                "browse and convert result files: ls, show, diff, tensorboard, export --fedscale"),
+})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in SUBCOMMANDS:
-        print(f"hpcbench: unknown subcommand {name!r}; choose from {', '.join(SUBCOMMANDS)}",
-              file=sys.stderr)
+        print(f"hpcbench: {SUBCOMMANDS.unknown(name)}", file=sys.stderr)
         return 2
     module = importlib.import_module(SUBCOMMANDS[name][0])
     return int(module.main(rest) or 0)

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "hpcbench"
 RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline", "hpcbench.cli",
            "hpcbench.results_command")
-CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime")
+CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime", "policies",
+        "optim", "controller", "telemetry")
 
 
 def _imports(path: Path) -> set[str]:
@@ -66,6 +67,12 @@ def test_core_never_imports_the_results_writer(core):
 
 def test_compress_never_imports_collectives():
     assert _offending(_files(PKG / "compress"), ("hpcbench.collectives",)) == []
+
+
+def test_policies_never_touch_mpi():
+    """A policy decides; the loop makes the decision collective (no communicator, no collective in a policy)."""
+    assert _offending(_files(PKG / "policies"), ("mpi4py", "hpcbench.collectives", "hpcbench.runtime.wait",
+                                                 "torch.distributed")) == []
 
 
 def test_analysis_never_imports_mpi():

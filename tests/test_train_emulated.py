@@ -11,6 +11,7 @@ import pytest
 
 from hpcbench.runtime.dilation import TimeDilation
 from hpcbench.sync.base import Synchroniser
+from hpcbench.train.context import BatchState
 from hpcbench.train.profile import ComputeProfile
 
 
@@ -54,10 +55,11 @@ def test_emulated_worker_reduces_the_real_workers_buffers_in_the_same_order(over
     bucket_bytes = 4 * 1000                      # several buckets for this small model
     real_sync, emu_sync = RecordingSync(), RecordingSync()
     data = build_data("digits", 16, 8, 0, _Comm())
-    real = Worker(model, real_sync, prof, data, 16, 0.01, bucket_bytes, overlap, TimeDilation(1.0))
-    emu = EmulatedWorker(emu_sync, prof, bucket_bytes, overlap, TimeDilation(1.0))
+    state = BatchState((16,), 0.01, 0)
+    real = Worker(model, real_sync, prof, state, bucket_bytes, overlap, TimeDilation(1.0))
+    emu = EmulatedWorker(emu_sync, prof, state, 16, bucket_bytes, overlap, TimeDilation(1.0))
     for t in range(2):
-        real.step(t)
+        real.step(t, data.take(16 * t, state.sizes))
         emu.step(t)
     real.close()
     assert len(real.plan.buckets) >= 3
@@ -72,9 +74,26 @@ def test_emulated_model_averaging_exchanges_a_model_sized_buffer():
 
     prof = ComputeProfile(1e-4, 2e-4, 1e-5, np.array([2e-4, 0.0]), (300, 700))
     sync = RecordingSync("models")
-    rec = EmulatedWorker(sync, prof, 4 * 100, True, TimeDilation(1.0)).step(3)
+    rec = EmulatedWorker(sync, prof, BatchState((8,), 0.1, 0), 8, 4 * 100, True, TimeDilation(1.0)).step(3)
     assert sync.calls == [(3, 1000, "float32")]
     assert rec.step_s >= prof.compute_s and rec.comm_span_s >= 0.0
+
+
+def test_emulated_compute_follows_the_batch_size_the_context_holds():
+    """Forward and backward in proportion to the batch, the optimizer unchanged (ComputeProfile.at_batch)."""
+    from hpcbench.train.emulated import EmulatedWorker
+
+    prof = ComputeProfile(0.01, 0.02, 0.004, np.array([0.02, 0.0]), (300, 700))
+    assert prof.at_batch(1.0) is prof
+    half = prof.at_batch(0.5)
+    assert (half.forward_s, half.backward_s, half.optimizer_s) == (0.005, 0.01, 0.004)
+    np.testing.assert_array_equal(half.param_ready_s, [0.01, 0.0])
+    state = BatchState((8,), 0.1, 0)
+    worker = EmulatedWorker(RecordingSync("models"), prof, state, 8, 4 * 100, True, TimeDilation(1.0))
+    assert worker.step(0).compute_s >= prof.compute_s
+    state.sizes = (4,)
+    worker.step(1)
+    assert worker.profile.compute_s == pytest.approx(0.019)
 
 
 def test_an_emulated_rank_never_imports_torch():
@@ -85,15 +104,16 @@ def test_an_emulated_rank_never_imports_torch():
         import numpy as np
         from mpi4py import MPI
         from hpcbench.runtime.dilation import TimeDilation
-        from hpcbench.sync import SyncOptions, build
+        from hpcbench.sync import build
+        from hpcbench.train.context import BatchState
         from hpcbench.train.config import load_config
         from hpcbench.train.emulated import EmulatedWorker
-        from hpcbench.train.loop import SyncRun
+        from hpcbench.train.loop import TrainLoop
         from hpcbench.train.profile import ComputeProfile
         cfg = load_config(None, {"model": "resnet50", "compute": "emulated", "sync": "[ring, sma]"})
         prof = ComputeProfile(1e-4, 2e-4, 1e-5, np.array([2e-4, 1e-4, 0.0]), (3000, 2000, 1000))
-        for name in cfg.sync:
-            w = EmulatedWorker(build(name, MPI.COMM_WORLD, None, SyncOptions()), prof, 4 * 2000, True,
+        for section in cfg.sync:
+            w = EmulatedWorker(build(section, MPI.COMM_WORLD), prof, BatchState((8,), 0.1, 0), 8, 4 * 2000, True,
                                TimeDilation(1.0))
             w.step(0)
         assert "torch" not in sys.modules, sorted(m for m in sys.modules if m.startswith("torch"))[:3]
@@ -108,14 +128,14 @@ def test_every_emulating_synchroniser_reduces_a_numpy_bucket():
     """Emulated ranks hand synchronisers numpy float32 buckets: at world size 1 each leaves them as they are."""
     from mpi4py import MPI
 
-    from hpcbench.sync import SyncOptions, Unavailable, build, get, names
+    from hpcbench.sync import Unavailable, build, get, names
 
     for name in names():
         cls = get(name)
         if not cls.emulates:
             continue
         try:
-            sync = build(name, MPI.COMM_SELF, None, SyncOptions())
+            sync = build(name, MPI.COMM_SELF)
         except Unavailable:
             continue
         flat = np.arange(1000, dtype=np.float32)

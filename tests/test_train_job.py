@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -111,6 +113,8 @@ def test_emulated_priority_schedule_side_by_side_and_a_replayed_profile(tmp_path
     (2, ["--sync", "[ring, warp]"], "warp"),
     (1, ["--time_dilation", "4"], "time_dilation"),
     (1, ["--monitors", "[gns_typo]"], "gns_typo"),
+    (3, ["--policies", "[{name: batch_schedule, batch_size: {5: 0}}]"],
+     "key 'policies.0.batch_schedule.batch_size.5' has bad value 0"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     out = tmp_path / "bad.h5"
@@ -126,15 +130,28 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"link.bandwidth": "fast"}, "link.bandwidth"),
     ({"sync": "[sma]", "monitors": "[probe]"}, "averages models"),
     ({"interleave_monitors": "true"}, "interleave_monitors"),
-    ({"compressor": "zip"}, "zip"),
+    ({"sync": "[{name: compressed, compressor: zip}]"}, "unknown compressor 'zip'; registered: "),
+    ({"sync": "[{name: compressed, compressor: {name: qsgd, ratio: 0.1}}]"}, "compressor 'qsgd' takes no ratio"),
+    ({"sync": "[{name: sma, alpha: 1.5}]"}, "sync.0.sma.alpha"),
+    ({"sync": "[{name: sma, algorithm: warp}]"}, "unknown allreduce algorithm 'warp'"),
+    ({"sync": "[{name: ring, alpha: 0.1}]"}, "sync.0.ring.alpha"),
+    ({"sync": "[sma, {name: sma, alpha: 0.5}]"}, "entry 'sma' listed twice"),
+    ({"sync": "[warp]"}, "unknown synchroniser 'warp'; registered: mpi, ring"),
     ({"model": "resnet1000"}, "resnet1000"),
     ({"sync": "[]"}, "at least one"),
     ({"schedule": "priority", "sync": "[ring, mpi]"}, "sync 'mpi' has none"),
     ({"sync": "[ring, mpi:priority]"}, "sync 'mpi:priority' has none"),
-    ({"sync": "[ring:lifo]"}, "schedule 'lifo'"),
+    ({"sync": "[ring:lifo]"}, "sync.0.ring.schedule"),
     ({"profile_file": "x.h5"}, "profile_file: 'x.h5' needs compute: emulated"),
     ({"schedule": "priority", "overlap": "false"}, "needs overlap: true"),
     ({"schedule": "lifo"}, "schedule"),
+    ({"policies": "[{name: batch_schedule}]"}, "give a schedule"),
+    ({"policies": "[{name: batch_schedule, batch_size: '0:8', unit: week}]"}, "policies.0.batch_schedule.unit"),
+    ({"policies": "[{batch_size: {0: 8}}]"}, "no name; registered: batch_schedule"),
+    ({"policies": "[{name: batch_schedule, batch_size: {0: 8}, lr: {0: 1}}]"}, "policies.0.batch_schedule.lr"),
+    ({"policies": "[warp]"}, "unknown policy 'warp'; registered: batch_schedule"),
+    ({"model": "resnet18", "policies": "[{name: batch_schedule, unit: epoch, batch_size: {2: 8}}]"},
+     "policies.0: 'batch_schedule' acts on epochs; synthetic images have none: set epoch_size"),
 ])
 def test_config_errors_name_the_key_and_value(monkeypatch, overrides, needle):
     from hpcbench import monitors
@@ -153,7 +170,70 @@ def test_every_synchroniser_and_model_is_accepted_by_name():
     from hpcbench.train.models import MODELS
 
     cfg = load_config(None, {"sync": "[" + ", ".join(names()) + "]"})
-    assert cfg.sync == names() and {"ring", "rabenseifner", "tree", "star", "binary_tree_star", "auto", "mpi",
-                                    "horovod", "ddp", "compressed", "sma", "pair"} <= set(names())
+    assert cfg.sync_labels() == names() and {"ring", "rabenseifner", "tree", "star", "binary_tree_star", "auto",
+                                             "mpi", "horovod", "ddp", "compressed", "sma", "pair"} <= set(names())
     for m in MODELS:
         assert load_config(None, {"model": m}).model == m
+
+
+def test_each_synchroniser_is_built_from_its_own_section():
+    """``sync: [{name: sma, alpha: 0.5}, {name: compressed, compressor: {name: topk, ratio: 0.1}}]`` (and plain
+    names): each entry's options reach its synchroniser and no other; --help lists every section's keys."""
+    from mpi4py import MPI
+
+    from hpcbench.sync import build
+    from hpcbench.train.config import TrainConfig, load_config
+    from hpcbench.runtime.config import keys_help
+
+    cfg = load_config(None, {"sync": "[ring:priority, {name: sma, alpha: 0.5, algorithm: tree}, "
+                                     "{name: compressed, compressor: {name: topk, ratio: 0.1}, label: topk10}, "
+                                     "{name: compressed, compressor: qsgd}]"})
+    assert [(label, sched) for label, _, sched in cfg.sync_entries()] == [
+        ("ring:priority", "priority"), ("sma", "fifo"), ("topk10", "fifo"), ("compressed", "fifo")]
+    syncs = [build(section, MPI.COMM_SELF, bucket_bytes=4096, seed=3) for section in cfg.sync]
+    try:
+        ring, sma, topk, qsgd = syncs
+        assert sma.config.alpha == 0.5 and sma.config.algorithm == "tree" and ring.config.schedule == "priority"
+        assert type(topk.compressor).__name__ == "TopKCompressor" and topk.compressor.compress_ratio == 0.1
+        assert type(qsgd.compressor).__name__ == "QSGDCompressor" and sma.bucket_bytes == 4096 and sma.seed == 3
+    finally:
+        for s in syncs:
+            s.close()
+    text = keys_help(TrainConfig)
+    assert "sync entry {name: sma}" in text and "sync[].alpha (default 0.1)" in text
+    assert "sync[].compressor.ratio (default None)" in text and "--sync (default ['ring'])" in text
+    assert "policies entry {name: batch_schedule}:\n    policies[].unit (default 'step')" in text
+
+
+_BOOM = """
+import sys, time
+from hpcbench.policies import POLICIES, Policy
+
+class Boom(Policy):
+    name, decides = "boom", frozenset({"batch_size"})
+
+    def after_step(self, ctx, telemetry):
+        if ctx.rank == ctx.world_size - 1 and ctx.step == 2:
+            print(f"BOOM AT {time.time()!r}", file=sys.stderr, flush=True)
+            raise ZeroDivisionError("a bug in the policy")
+
+POLICIES.register("boom", Boom)
+from hpcbench.train.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [3])
+def test_a_policy_that_raises_ends_every_rank_within_5_s_naming_the_policy(tmp_path, n):
+    """The last rank's policy raises in after_step of step 2; the others wait in the next step's exchange: the
+    lifecycle ends them all (exit 1), the message names the policy, the hook, the step and the rank."""
+    out = tmp_path / "boom.h5"
+    proc = run_mpi(n, ["-c", _BOOM, *QUICK, "--model", "digits_mlp", "--batch_size", "4", "--sync", "[ring]",
+                       "--policies", "[boom]", "--output", str(out)], timeout=120)
+    ended = time.time()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"policy 'boom' raised in after_step at step 2 on rank {n - 1}: ZeroDivisionError: a bug in the policy" \
+        in proc.stderr
+    raised = float(re.search(r"BOOM AT ([0-9.]+)", proc.stderr).group(1))
+    assert ended - raised < 5.0, f"{ended - raised:.1f} s from the raise to the end of every rank"

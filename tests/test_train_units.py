@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbench.collectives.cost import predict_allreduce
+from hpcbench.sync import get
 from hpcbench.train.buckets import BucketPlan
-from hpcbench.train.predict import predict_step
+from hpcbench.train.predict import link_cost, predict_step
 from hpcbench.train.profile import ComputeProfile
 
 
@@ -36,23 +37,32 @@ def test_prediction_replays_the_bucket_timeline():
     a, b = 1e-5, 8e-10                                       # 10 us, 10 Gbit/s
     t = [predict_allreduce("ring", n, 8, a, b) for n in (4e7, 4e7)]
     # the first bucket is ready at 0.05 s of backward, the second at its end: no overlap for the second
-    step, eff, comm = predict_step(prof, [4e7, 4e7], [0.05, 0.2], "ring", 8, a, b)
+    step, eff, comm = predict_step(prof, [4e7, 4e7], [0.05, 0.2], link_cost(get("ring"), 8, a, b))
     end = max(0.1 + 0.2, max(0.1 + 0.05 + t[0], 0.1 + 0.2) + t[1])
     assert step == pytest.approx(end + 0.01) and eff == pytest.approx(0.31 / step)
     assert comm == pytest.approx(sum(t))
-    assert predict_step(prof, [4e7], [0.2], "ring", 1, a, b)[1] == 1.0       # one worker: no communication
-    assert np.isnan(predict_step(prof, [4e7], [0.2], None, 8, a, b)[0])
+    assert predict_step(prof, [4e7], [0.2], link_cost(get("ring"), 1, a, b))[1] == 1.0   # one worker: no comm
+    assert np.isnan(predict_step(prof, [4e7], [0.2], None)[0])
+    assert link_cost(get("ring"), 8, a, float("nan")) is None and link_cost(get("horovod"), 8, a, b) is not None
+    assert link_cost(get("compressed"), 8, a, b) is None      # no alpha-beta model: payloads depend on the data
     # model averaging: the exchange of the whole model runs from the start of the step
-    step, eff, _ = predict_step(prof, [4e7, 4e7], [0.05, 0.2], "pair", 8, a, b, averages="models")
+    step, eff, _ = predict_step(prof, [4e7, 4e7], [0.05, 0.2], link_cost(get("pair"), 8, a, b), averages="models")
     assert step == pytest.approx(max(0.3, a + 8e7 * b) + 0.01)
+    sma = get("sma")      # its allreduce is an option of the entry
+    for alg in ("auto", "tree"):
+        cost = link_cost(sma(None, config=sma.Config(algorithm=alg)), 8, a, b)
+        assert cost(8e7) == predict_allreduce(alg, 8e7, 8, a, b)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.dictionaries(st.sampled_from(["sync", "model", "compute", "time_dilation", "compute_time_s", "monitors",
                                         "interleave_monitors", "link.bandwidth", "link.kind", "bucket_mb",
-                                        "algorithm", "compressor", "batch_size", "link.trace_index"]),
+                                        "schedule", "overlap", "batch_size", "link.trace_index"]),
                        st.one_of(st.text(max_size=20), st.sampled_from(["[ring, sma]", "[ddp]", "emulated", "4",
-                                                                         "-1", "1e400", "[]", "model", "true"])),
+                                                                         "-1", "1e400", "[]", "model", "true",
+                                                                         "[{name: sma, alpha: 2}]", "[ring:x]",
+                                                                         "[{name: compressed, compressor: topk}]",
+                                                                         "[{name: ring, bogus: 1}]", "[{}]"])),
                        max_size=5))
 def test_any_override_gives_a_config_or_a_config_error(overrides):
     from hpcbench.runtime.config import ConfigError
@@ -103,8 +113,35 @@ def test_priority_prediction_by_hand():
     # the small first-layer bucket only
     a, b = 1e-5, 8e-10
     t = [predict_allreduce("ring", n, 8, a, b) for n in (4e7, 4e6)]
-    fifo = predict_step(prof, [4e7, 4e6], [0.1, 0.2], "ring", 8, a, b)[0]
-    prio = predict_step(prof, [4e7, 4e6], [0.1, 0.2], "ring", 8, a, b, schedule="priority",
+    ring = link_cost(get("ring"), 8, a, b)
+    fifo = predict_step(prof, [4e7, 4e6], [0.1, 0.2], ring)[0]
+    prio = predict_step(prof, [4e7, 4e6], [0.1, 0.2], ring, schedule="priority",
                         bucket_need_s=[0.08, 0.0])[0]
     assert fifo == pytest.approx(0.2 + t[1] + 0.04 + 0.1)
     assert prio == pytest.approx(0.2 + t[1] + 0.04 / 11 + 0.08 + 0.04 * 10 / 11 + 0.02)
+
+
+def test_the_digits_stream_sees_every_sample_once_per_epoch_whatever_the_batch_sizes():
+    """A batch that changes at run time re-slices the stream: the steps' global batches tile the epochs'
+    permutations, each worker takes its slice (per-worker sizes too), a step may span two epochs."""
+    from hpcbench.train.data import DigitsTask
+
+    from hpcbench.train.models import MODELS
+
+    arrays = DigitsTask.load(0)
+    n = len(arrays[1])
+    assert n == MODELS["digits_cnn"].train_samples == MODELS["digits_mlp"].train_samples     # the declared epoch
+    workers = [DigitsTask(0, r, 3, arrays) for r in range(3)]
+    position, seen = 0, []
+    schedule = [(5, 5, 5)] * 40 + [(64, 64, 64)] * 10 + [(1, 30, 7)] * 30 + [(100, 100, 100)] * 10
+    for sizes in schedule:
+        parts = [w.stream(position + sum(sizes[:r]), sizes[r]) for r, w in enumerate(workers)]
+        x, y = workers[1].take(position, sizes)
+        assert len(y) == sizes[1] and np.array_equal(y.numpy(), arrays[1][parts[1]])
+        seen.append(np.concatenate(parts))
+        position += sum(sizes)
+    stream = np.concatenate(seen)
+    assert len(stream) == position > 2 * n
+    for e in range(position // n):
+        assert np.array_equal(np.sort(stream[e * n:(e + 1) * n]), np.arange(n)), e      # once per epoch
+    assert not np.array_equal(stream[:n], stream[n:2 * n])                              # a new order each epoch

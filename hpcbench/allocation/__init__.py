@@ -15,17 +15,18 @@ from hpcbench.allocation import even, optimal, sky_dynamic, sky_milp
 from hpcbench.allocation.instance import Allocation, InfeasibleError, Instance
 from hpcbench.allocation.schedules import SCHEDULES
 from hpcbench.allocation.simulate import Timeline, simulate
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["ALLOCATORS", "allocate", "Allocation", "Instance", "InfeasibleError", "SCHEDULES", "simulate",
            "Timeline"]
 
 #: name -> ``allocate(instance, **options) -> Allocation``
-ALLOCATORS: dict[str, Callable[..., Allocation]] = {
+ALLOCATORS: Registry[Callable[..., Allocation]] = Registry("allocator", {
     "even": even.allocate,
     "sky-dynamic": sky_dynamic.allocate,
     "sky-milp": sky_milp.allocate,
     "optimal": optimal.allocate,
-}
+})
 
 
 def allocate(name: str, inst: Instance, schedule: str = "gpipe", **options) -> Allocation:
@@ -48,15 +49,14 @@ def allocate(name: str, inst: Instance, schedule: str = "gpipe", **options) -> A
 
     Raises
     ------
-    KeyError
-        Unknown allocator.
+    hpcbench.runtime.registry.UnknownName
+        Unknown allocator (the message lists the registered ones).
     InfeasibleError
         The allocation cannot fit the devices' memory caps.
     """
-    if name not in ALLOCATORS:
-        raise KeyError(f"unknown allocator {name!r}; choose from {', '.join(ALLOCATORS)}")
+    method = ALLOCATORS[name]
     t0 = time.perf_counter()
-    alloc = ALLOCATORS[name](inst, **options)
+    alloc = method(inst, **options)
     alloc.solve_s = time.perf_counter() - t0
     alloc.method = name
     inst.validate(alloc)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from hpcbench.runtime.registry import Registry
+
 __all__ = ["SCHEDULES", "gpipe", "one_f_one_b", "Action"]
 
 #: ``("F" or "B", micro-batch index)``
@@ -39,7 +41,7 @@ def one_f_one_b(stage: int, num_stages: int, micro_batches: int) -> list[Action]
 
 
 #: name -> ``schedule(stage, num_stages, micro_batches) -> list of actions``
-SCHEDULES: dict[str, Callable[[int, int, int], list[Action]]] = {
+SCHEDULES: Registry[Callable[[int, int, int], list[Action]]] = Registry("pipeline schedule", {
     "gpipe": gpipe,
     "1f1b": one_f_one_b,
-}
+})

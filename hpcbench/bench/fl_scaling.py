@@ -59,21 +59,16 @@ def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, e
     Returns its results file and the peak memory of its process tree.
     """
     from hpcbench.bench.process_memory import TreeSampler
-    from hpcbench.runtime.launch import end_process_group, find_mpiexec
+    from hpcbench.runtime.launch import end_process_group, start_mpi
 
     name = f"fl-bench-np{np_}-{engine}"
     out = outdir / f"{name}.h5"
-    cmd = [find_mpiexec(), "-n", str(np_), sys.executable, "-m", "hpcbench.fl", "--client_training", engine,
-           "--job_name", name, "--rounds", str(rounds), "--participants", str(participants),
-           "--dataset.num_clients", str(clients), "--dataset.samples_per_client", "20",
-           "--traces.availability.format", "none", "--traces.availability.path", "bundled",
-           "--eval_interval", str(rounds), "--progress", "false", "--output", str(out), *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    args = ["-m", "hpcbench.fl", *_job_flags(rounds, clients, participants, out, extra, engine, name)]
     log = outdir / f"{name}.log"
     with open(log, "w") as f:
         # its own session, so that the ranks go with it if this process is interrupted
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)
+        proc = start_mpi(np_, args, stdout=f, stderr=subprocess.STDOUT)
+        cmd = proc.args
         try:
             with TreeSampler(proc.pid) as sampler:
                 rc = proc.wait()
@@ -82,6 +77,45 @@ def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, e
     if rc != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({rc}):\n{log.read_text()[-3000:]}")
     return out, sampler.peak()
+
+
+#: largest world size --np may name
+MAX_NP = 4096
+
+
+def _job_flags(rounds: int, clients: int, participants: int, out: Path, extra: list[str], engine: str,
+               name: str) -> list[str]:
+    """The command line of one launched ``hpcbench.fl`` job (``extra``: the flags fl-bench hands on)."""
+    return ["--client_training", engine, "--job_name", name, "--rounds", str(rounds),
+            "--participants", str(participants), "--dataset.num_clients", str(clients),
+            "--dataset.samples_per_client", "20", "--traces.availability.format", "none",
+            "--traces.availability.path", "bundled", "--eval_interval", str(rounds), "--progress", "false",
+            "--output", str(out), *extra]
+
+
+def _check_job_flags(argv: list[str]) -> None:
+    """Parse and validate a launched job's flags in-process (its parser and config), launching nothing.
+
+    Raises
+    ------
+    InputError
+        What the job itself would exit 2 on, naming the flag.
+    """
+    from hpcbench.fl.config import FLConfig
+    from hpcbench.runtime.config import add_config_arguments, config_overrides, load_config
+    from hpcbench.runtime.lifecycle import RankParser, UsageError
+
+    parser = RankParser(prog="hpcbench fl (launched by fl-bench)")
+    parser.add_argument("--fedscale-conf", default=None)
+    parser.add_argument("--resume", default=None)
+    add_config_arguments(parser, FLConfig)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        raise InputError(str(exc).splitlines()[-1]) from None
+    if args.fedscale_conf is not None or args.resume is not None:
+        raise InputError("--fedscale-conf and --resume cannot be handed on to fl-bench's jobs")
+    load_config(FLConfig, args.config, config_overrides(args))
 
 
 def _measure(path: Path, memory, warmup: int) -> dict:
@@ -158,14 +192,25 @@ class FLScalingJob(Job):
     def configure(self, args) -> None:
         try:
             sizes = [int(s) for s in args.np.split(",") if s]
-            if not sizes or min(sizes) < 1:
+            if not sizes or min(sizes) < 1 or max(sizes) > MAX_NP:
                 raise ValueError
         except ValueError:
-            raise InputError(f"--np: expected comma-separated positive integers, got {args.np!r}") from None
+            raise InputError(f"--np: expected comma-separated integers in 1..{MAX_NP}, got {args.np!r}") from None
+        for flag, value, low in (("--warmup", args.warmup, 0), ("--rounds", args.rounds, 1),
+                                 ("--clients", args.clients, 1), ("--participants", args.participants, 1),
+                                 ("--registry-clients", args.registry_clients, 0),
+                                 ("--flower-rounds", args.flower_rounds, 1)):
+            if value < low:
+                raise InputError(f"{flag}: must be >= {low}, got {value}")
+        if args.registry_clients > 100_000_000:
+            raise InputError(f"--registry-clients: at most 100000000, got {args.registry_clients}")
         if args.rounds <= args.warmup:
             raise InputError(f"--rounds ({args.rounds}) must exceed --warmup ({args.warmup})")
         args.sizes = sizes
         args.engines = _engines(args.client_training, args.passthrough)
+        for engine in args.engines:  # the launched jobs' own checks, here: a bad job flag exits 2 before any launch
+            _check_job_flags(_job_flags(args.rounds, args.clients, args.participants, Path("x"), args.passthrough,
+                                        engine, "fl-bench"))
         from hpcbench.bench.flower_compare import resolve_python
 
         args.flower_python = resolve_python(args.flower)

@@ -24,10 +24,11 @@ from hpcbench.compress.terngrad import TernGradCompressor
 from hpcbench.compress.threshold import ThresholdCompressor
 from hpcbench.compress.thresholdv import ThresholdVCompressor
 from hpcbench.compress.topk import TopKCompressor
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["REGISTRY", "register", "create", "names", "compressor_class", "build"]
 
-REGISTRY: dict[str, type[Compressor]] = {}
+REGISTRY: Registry[type[Compressor]] = Registry("compressor")
 
 
 def register(name: str, cls: type[Compressor]) -> None:
@@ -40,11 +41,9 @@ def register(name: str, cls: type[Compressor]) -> None:
     TypeError
         ``cls`` is not a Compressor subclass (its capabilities are read from the class).
     """
-    if name in REGISTRY:
-        raise ValueError(f"compressor name {name!r} already registered")
     if not (isinstance(cls, type) and issubclass(cls, Compressor)):
         raise TypeError(f"register({name!r}, ...) needs a Compressor subclass, got {cls!r}")
-    REGISTRY[name] = cls
+    REGISTRY.register(name, cls)
 
 
 for _cls in (NoneCompressor, FP16Compressor, BF16Compressor, TopKCompressor, RandomKCompressor,
@@ -64,9 +63,10 @@ def create(name: str, **kwargs) -> Compressor:
 
     Raises
     ------
+    hpcbench.runtime.registry.UnknownName
+        If ``name`` is unknown (the message lists the known names).
     ValueError
-        If ``name`` is unknown (the message lists the known names) or an
-        argument is invalid.
+        An argument is invalid.
     """
     return compressor_class(name)(**kwargs)
 
@@ -76,13 +76,10 @@ def compressor_class(name: str) -> type[Compressor]:
 
     Raises
     ------
-    ValueError
+    hpcbench.runtime.registry.UnknownName
         If ``name`` is unknown; the message lists the known names.
     """
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown compressor {name!r}; choose from {', '.join(REGISTRY)}") from None
+    return REGISTRY[name]
 
 
 def build(name: str, compress_ratio: float | None = None, seed: int | None = None, **options) -> Compressor:

@@ -179,7 +179,7 @@ class AsyncEmulation(Emulation):
             params = flat_parameters(self.model).numpy().copy()
             versions = {0: self.broadcast_model(params)}
             planner = FedBuffPlanner(self.clock, self.concurrency, self.buffer_size,
-                                     cfg.asynchronous.max_staleness)
+                                     cfg.asynchronous.max_staleness, cfg.asynchronous.arrival_interval_s)
             tables = (results.table("rounds", UPDATE_COLUMNS, "one row per applied server update (FedBuff)"),
                       results.table("tasks", TASK_COLUMNS, "one row per finished client task")) \
                 if results else None

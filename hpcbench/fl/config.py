@@ -9,7 +9,6 @@ scalars (``--rounds 5``, ``--traces.availability.format none``).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Literal, Mapping, Union
 
@@ -18,27 +17,18 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_v
 from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config_async import AsyncConfig
 from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
-from hpcbench.fl.contracts import strategy_section
 from hpcbench.fl.data import DATASETS
+from hpcbench.fl.limits import MAX_SAMPLE_GRADIENTS, sample_gradients
 from hpcbench.fl.models import MODELS
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
-from hpcbench.runtime.config import ConfigError, Strict
+from hpcbench.runtime.config import ConfigError, Strict, strategy_section
 
 __all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
            "FLConfig", "load_config", "flatten_keys"]
 
 
 _Strict = Strict
-
-
-def _registered(registry, what: str):
-    """A field validator accepting only the names of ``registry``."""
-    def check(value):
-        if value not in registry:
-            raise ValueError(f"unknown {what} {value!r}; registered: {', '.join(registry)}")
-        return value
-    return check
 
 
 class DatasetConfig(_Strict):
@@ -74,7 +64,7 @@ class DatasetConfig(_Strict):
     max_test_samples: int = Field(2000, ge=1)
     """largest test set evaluated by the aggregator"""
 
-    _name = field_validator("name")(_registered(DATASETS, "dataset"))
+    _name = field_validator("name")(DATASETS.checker())
 
     @model_validator(mode="after")
     def _check(self):
@@ -105,7 +95,7 @@ class ModelConfig(_Strict):
     layers: int = Field(1, ge=1, le=8)
     """LSTM layers (charlstm)"""
 
-    _name = field_validator("name")(_registered(MODELS, "model"))
+    _name = field_validator("name")(MODELS.checker())
 
 
 class TraceConfig(_Strict):
@@ -202,9 +192,9 @@ class FLConfig(_Strict):
     """clients aggregated per round (FedScale num_participants)"""
     overcommitment: float = Field(1.3, ge=1.0, le=10.0)
     """participants x this clients are selected; the slowest extra ones are stragglers (FedScale)"""
-    local_steps: int = Field(10, ge=1)
+    local_steps: int = Field(10, ge=1, le=1_000_000)
     """local SGD steps per selected client per round"""
-    batch_size: int = Field(16, ge=1)
+    batch_size: int = Field(16, ge=1, le=1_000_000)
     """local minibatch size"""
     learning_rate: float = Field(0.1, gt=0, le=100)
     """client SGD learning rate"""
@@ -267,9 +257,14 @@ class FLConfig(_Strict):
                              f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
         if self.client_training == "numpy":
             self._check_numpy_engine()
-        for name in ("learning_rate", "overcommitment"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be finite")
+        work = sample_gradients(self)
+        if work > MAX_SAMPLE_GRADIENTS:
+            per = "asynchronous.buffer_size" if self.mode == "async" else "ceil(participants x overcommitment)"
+            clients = work // (self.rounds * self.local_steps * self.batch_size)
+            raise ValueError(f"rounds x {per} x local_steps x batch_size = {self.rounds} x {clients} x "
+                             f"{self.local_steps} x {self.batch_size} = {work:.3g} "
+                             f"sample gradients, more than the {MAX_SAMPLE_GRADIENTS:.0e} a job may ask for "
+                             f"(months to years of training); lower rounds, local_steps or batch_size")
         return self
 
     def _check_numpy_engine(self) -> None:

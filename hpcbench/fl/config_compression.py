@@ -8,29 +8,23 @@ naming the key and the value before any rank starts training.
 
 from __future__ import annotations
 
-from typing import Union
-
 from pydantic import Field, model_validator
 
-from hpcbench.runtime.config import Strict
+from hpcbench.compress.config import CompressorConfig
 
 __all__ = ["CompressionConfig", "UplinkCompressionConfig", "build_compressor"]
-
-_Scalar = Union[bool, int, float, str]
 
 
 def build_compressor(section, seed: int):
     """The compressor a section names, with its options (``ValueError``/``TypeError`` on bad ones).
 
     ``ratio`` is passed as ``compress_ratio`` to compressors that take it and
-    ``seed`` to seeded ones (:func:`hpcbench.compress.registry.build`).
+    ``seed`` to seeded ones (:meth:`hpcbench.compress.config.CompressorConfig.build`).
     """
-    from hpcbench.compress.registry import build
-
-    return build(section.name, compress_ratio=section.ratio, seed=seed, **dict(section.options))
+    return section.build(seed)
 
 
-class CompressionConfig(Strict):
+class CompressionConfig(CompressorConfig):
     """One direction's compression: ``name`` from the compressor registry, ``ratio`` and ``options``.
 
     Only compressors whose payload size depends on the tensor's shape alone
@@ -38,25 +32,15 @@ class CompressionConfig(Strict):
     clients train, so it must know the wire bytes in advance.
     """
 
-    name: str = Field("none", description="compressor from hpcbench.compress (none: uncompressed)")
-    ratio: float | None = Field(None, gt=0, le=1,
-                                description="fraction of elements kept, for compressors that take one")
-    options: dict[str, _Scalar] = Field(default_factory=dict,
-                                        description="other constructor options of the compressor")
-
     @model_validator(mode="after")
     def _check(self):
         if self.name == "none" and self.ratio is None and not self.options:
             return self  # uncompressed: nothing to probe (and no torch to import)
         import torch
 
-        from hpcbench.compress.registry import compressor_class, names
+        from hpcbench.compress.registry import REGISTRY
 
-        if self.name not in names():
-            raise ValueError(f"name: unknown compressor {self.name!r}; choose from {', '.join(names())}")
-        cls = compressor_class(self.name)
-        if self.ratio is not None and not cls.takes_ratio:
-            raise ValueError(f"ratio: compressor {self.name!r} takes no ratio (got {self.ratio!r})")
+        cls = REGISTRY[self.name]
         if not cls.fixed_size:
             raise ValueError(f"name: compressor {self.name!r} has a value-dependent payload size; the "
                              f"virtual clock needs sizes known before training (use a fixed-size one)")

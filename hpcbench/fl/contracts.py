@@ -11,8 +11,8 @@ A new method is one file and one registry line (see ``docs/architecture.md``):
   their ``input_kind``.
 
 Each strategy declares its own typed config section, a :class:`StrategyConfig`
-subclass named ``Config`` in the class; :func:`strategy_section` turns a
-registry into the config field ``{name: REGISTERED_NAME, ...that class's
+subclass named ``Config`` in the class;
+:func:`hpcbench.runtime.config.strategy_section` turns a registry into the config field ``{name: REGISTERED_NAME, ...that class's
 keys}``, so the registry is the only list of names, and a strategy is built
 from its section alone (plus the job's seed and the few facts it declares in
 its constructor), never from the whole job config.
@@ -22,17 +22,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal, Mapping, Union
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
-from pydantic import BeforeValidator, Field, create_model
 
 from hpcbench.fl.data.base import FederatedDataset
-from hpcbench.runtime.config import Strict
+from hpcbench.runtime.config import StrategyConfig
 
 __all__ = ["STATUS_COMPLETED", "STATUS_STRAGGLER", "STATUS_DROPPED", "CLIENT_STATUSES", "StrategyConfig",
-           "ClientUpdates", "RoundFeedback", "Aggregator", "Selector", "FLModel", "FederatedDataset",
-           "strategy_section"]
+           "ClientUpdates", "RoundFeedback", "Aggregator", "Selector", "FLModel", "FederatedDataset"]
 
 #: the client's update was aggregated
 STATUS_COMPLETED = "completed"
@@ -41,10 +39,6 @@ STATUS_STRAGGLER = "straggler"
 #: the client went offline before finishing (availability trace): not aggregated
 STATUS_DROPPED = "dropped"
 CLIENT_STATUSES = (STATUS_COMPLETED, STATUS_STRAGGLER, STATUS_DROPPED)
-
-
-class StrategyConfig(Strict):
-    """Base of a strategy's config section (a strategy with no keys uses it as is)."""
 
 
 @dataclass(frozen=True)
@@ -266,45 +260,3 @@ class FLModel(ABC):
     @abstractmethod
     def sample_losses(logits, targets):
         """Per-example loss, float tensor of shape (B,) (a sequence's mean over its positions)."""
-
-
-def strategy_section(registry: Mapping[str, type], key: str, default: str):
-    """The config field of a strategy registry: ``{name: NAME, ...NAME's own keys}``.
-
-    Each registered class's ``Config`` gets a ``name`` literal (its registry
-    key), and the section is validated as the union discriminated by ``name``;
-    a bare string ``NAME`` stands for ``{name: NAME}``.
-
-    Parameters
-    ----------
-    registry : mapping of str to class
-        Name to a strategy class with a ``Config`` attribute.
-    key : str
-        The config key, for messages.
-    default : str
-        Registered name used when the key is omitted.
-
-    Returns
-    -------
-    (annotation, default instance)
-        For a pydantic field ``key: annotation = default``.
-    """
-    sections = {name: create_model(f"{cls.__name__}Section", __base__=cls.Config,
-                                   __doc__=cls.Config.__doc__,
-                                   name=(Literal[name], Field(name, description=f"{key} strategy")))
-                for name, cls in registry.items()}
-    names = ", ".join(sections)
-
-    def _named(value):
-        if isinstance(value, str):
-            value = {"name": value}
-        if isinstance(value, dict):
-            name = value.get("name")
-            if name not in sections:
-                shown = "no name" if name is None else f"unknown name {name!r}"
-                raise ValueError(f"{shown}; registered: {names}")
-        return value
-
-    annotation = Annotated[Union[tuple(sections.values())], Field(discriminator="name"),
-                           BeforeValidator(_named)]
-    return annotation, sections[default]()

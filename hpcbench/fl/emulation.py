@@ -412,7 +412,8 @@ class Emulation:
                  for name, c in (("uplink", self.uplink), ("downlink", self.downlink))}
         save_checkpoint(self.checkpoint_path, {
             "config": json.dumps(self.cfg.model_dump(), sort_keys=True, default=str), "mode": self.cfg.mode,
-            "step": step, "output": str(results.path) if results else "", "params": params,
+            "step": step, "output": str(results.path.resolve()) if results else "",
+            "run_id": results.run_id if results else "", "params": params,
             "aggregator": self.aggregator.state_dict(), "selector": self.clock.selector.state_dict(),
             **codec, "clock_now_s": self.clock.now_s, "stop": bool(stop), "wall_s": time.perf_counter() - t0,
             "tables": {name: t.rows for name, t in tables.items()} if results else {},

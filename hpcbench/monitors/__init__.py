@@ -13,14 +13,15 @@ import inspect
 from hpcbench.monitors.base import GradientView, Monitor
 from hpcbench.monitors.gns import GradientNoiseScale
 from hpcbench.monitors.variance import GradientVariance
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["MONITORS", "GradientView", "Monitor", "build_monitor", "monitor_options"]
 
 #: monitor name -> class
-MONITORS: dict[str, type[Monitor]] = {
+MONITORS: Registry[type[Monitor]] = Registry("monitor", {
     GradientNoiseScale.name: GradientNoiseScale,
     GradientVariance.name: GradientVariance,
-}
+})
 
 
 def monitor_options(name: str) -> tuple[str, ...]:
@@ -31,16 +32,9 @@ def monitor_options(name: str) -> tuple[str, ...]:
     KeyError
         ``name`` is not registered.
     """
-    cls = _lookup(name)
+    cls = MONITORS[name]
     params = inspect.signature(cls.__init__).parameters
     return tuple(p for p in params if p != "self")
-
-
-def _lookup(name: str) -> type[Monitor]:
-    try:
-        return MONITORS[name]
-    except KeyError:
-        raise KeyError(f"unknown monitor {name!r}; registered: {', '.join(sorted(MONITORS)) or 'none'}") from None
 
 
 def build_monitor(name: str, **options) -> Monitor:
@@ -54,7 +48,7 @@ def build_monitor(name: str, **options) -> Monitor:
         An option the monitor does not take, or a bad value (the message names
         the option).
     """
-    cls = _lookup(name)
+    cls = MONITORS[name]
     allowed = monitor_options(name)
     unknown = [k for k in options if k not in allowed]
     if unknown:

@@ -13,7 +13,8 @@ from typing import Sequence
 
 from mpi4py import MPI
 
-__all__ = ["Backoff", "sleep_wait", "sleep_waitall", "sleep_barrier", "sleep_bcast"]
+__all__ = ["Backoff", "sleep_wait", "sleep_waitall", "sleep_barrier", "sleep_bcast", "sleep_gather",
+           "sleep_allgather"]
 
 
 class Backoff:
@@ -152,3 +153,42 @@ def sleep_bcast(comm: MPI.Comm, obj=None, root: int = 0, backoff: Backoff | None
     if comm.rank == root:
         return obj
     return pickle.loads(data.tobytes())
+
+
+def sleep_gather(comm: MPI.Comm, vec, root: int = 0, backoff: Backoff | None = None):
+    """Gather every rank's float64 vector (same length everywhere) to ``root``, sleeping while it waits.
+
+    Must be called by all ranks of ``comm``.
+
+    Parameters
+    ----------
+    vec : ndarray of shape (k,), float64
+        This rank's numbers.
+
+    Returns
+    -------
+    ndarray of shape (comm.size, k), float64, or None
+        Row ``r`` is rank ``r``'s vector, on ``root``; None elsewhere.
+    """
+    import numpy as np
+
+    out = np.empty((comm.size, vec.size)) if comm.rank == root else None
+    sleep_wait(comm.Igather([vec, MPI.DOUBLE], [out, MPI.DOUBLE] if out is not None else None, root=root), backoff)
+    return out
+
+
+def sleep_allgather(comm: MPI.Comm, vec, backoff: Backoff | None = None):
+    """Every rank's float64 vector (same length everywhere) on every rank, sleeping while it waits.
+
+    Must be called by all ranks of ``comm``.
+
+    Returns
+    -------
+    ndarray of shape (comm.size, k), float64
+        Row ``r`` is rank ``r``'s vector.
+    """
+    import numpy as np
+
+    out = np.empty((comm.size, vec.size))
+    sleep_wait(comm.Iallgather([vec, MPI.DOUBLE], [out, MPI.DOUBLE]), backoff)
+    return out

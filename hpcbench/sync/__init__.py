@@ -1,36 +1,44 @@
 """Gradient synchronisers for data-parallel training, chosen by name.
 
-One module per synchroniser in :data:`_MODULES`; every allreduce algorithm of
-:mod:`hpcbench.collectives.algorithms` (and ``auto``) is a synchroniser of its
-own through :mod:`hpcbench.sync.collective`, so a new algorithm needs no line
-here. Configs validate names against :func:`names`.
+:data:`SYNCHRONISERS` maps each name to its class, one line per synchroniser
+module; every allreduce algorithm of :mod:`hpcbench.collectives.algorithms`
+(and ``auto``) is a synchroniser of its own through
+:mod:`hpcbench.sync.collective`, so a new algorithm needs no line here.
+Configs read the names and each class's config section from the registry.
+No module here imports torch when it is imported (an emulated rank never
+needs it): synchronisers that need torch import it when built.
 """
 
 from __future__ import annotations
 
-import importlib
+from hpcbench.collectives import algorithm_names
+from hpcbench.runtime.registry import Registry
+from hpcbench.sync.base import Synchroniser, SyncConfig, Unavailable
+from hpcbench.sync.collective import for_algorithm
+from hpcbench.sync.compressed import CompressedSync
+from hpcbench.sync.ddp import DDPSync
+from hpcbench.sync.horovod import HorovodSync
+from hpcbench.sync.mpi import MPISync
+from hpcbench.sync.pair import PairSync
+from hpcbench.sync.sma import SMASync
 
-from hpcbench.sync.base import Synchroniser, SyncOptions, Unavailable
+__all__ = ["Synchroniser", "SyncConfig", "Unavailable", "SYNCHRONISERS", "names", "get", "build"]
 
-__all__ = ["Synchroniser", "SyncOptions", "Unavailable", "names", "get", "build"]
-
-#: synchroniser name -> module defining its class as ``SYNCHRONISER``
-_MODULES: dict[str, str] = {
-    "mpi": "hpcbench.sync.mpi",
-    "horovod": "hpcbench.sync.horovod",
-    "ddp": "hpcbench.sync.ddp",
-    "compressed": "hpcbench.sync.compressed",
-    "sma": "hpcbench.sync.sma",
-    "pair": "hpcbench.sync.pair",
-}
-_COLLECTIVE = "hpcbench.sync.collective"
+#: synchroniser name -> class: MPI's own allreduce, hpcbench's algorithms and ``auto``, then the rest
+SYNCHRONISERS: Registry[type[Synchroniser]] = Registry("synchroniser", [
+    ("mpi", MPISync),
+    *((a, for_algorithm(a)) for a in [*algorithm_names(), "auto"]),
+    ("horovod", HorovodSync),
+    ("ddp", DDPSync),
+    ("compressed", CompressedSync),
+    ("sma", SMASync),
+    ("pair", PairSync),
+])
 
 
 def names() -> list[str]:
-    """Every synchroniser name: ``mpi``, hpcbench's allreduce algorithms and ``auto``, then the rest."""
-    from hpcbench.collectives import algorithm_names
-
-    return ["mpi", *algorithm_names(), "auto", *[n for n in _MODULES if n != "mpi"]]
+    """Every synchroniser name, in :data:`SYNCHRONISERS` order."""
+    return list(SYNCHRONISERS)
 
 
 def get(name: str) -> type[Synchroniser]:
@@ -38,25 +46,32 @@ def get(name: str) -> type[Synchroniser]:
 
     Raises
     ------
-    ValueError
+    hpcbench.runtime.registry.UnknownName
         Unknown name (the message lists the registered ones).
     """
-    if name not in names():
-        raise ValueError(f"unknown synchroniser {name!r}; choose from {', '.join(names())}")
-    module = importlib.import_module(_MODULES.get(name, _COLLECTIVE))
-    if name in _MODULES:
-        return module.SYNCHRONISER
-    return module.for_algorithm(name)
+    return SYNCHRONISERS[name]
 
 
-def build(name: str, comm, transport=None, options: SyncOptions = SyncOptions()) -> Synchroniser:
-    """Construct synchroniser ``name`` (collective over ``comm``).
+def build(entry, comm, transport=None, *, bucket_bytes: int = 25 << 20, seed: int = 0) -> Synchroniser:
+    """Construct a synchroniser (collective over ``comm``).
+
+    Parameters
+    ----------
+    entry : str or SyncConfig
+        A registered name (its defaults), or a ``sync`` entry's section
+        (``name`` and the class's own keys).
+    comm : mpi4py.MPI.Comm
+    transport : hpcbench.collectives.transport.Transport, optional
+    bucket_bytes, seed : int
+        The job's gradient bucket capacity (bytes) and seed.
 
     Raises
     ------
-    ValueError
+    hpcbench.runtime.registry.UnknownName
         Unknown name.
     Unavailable
         It cannot run here (the message says why).
     """
-    return get(name)(comm, transport, options)
+    if isinstance(entry, str):
+        return get(entry)(comm, transport, None, bucket_bytes=bucket_bytes, seed=seed)
+    return get(entry.name)(comm, transport, entry, bucket_bytes=bucket_bytes, seed=seed)

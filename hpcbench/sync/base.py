@@ -22,54 +22,60 @@ does that in one of three ways (its :attr:`Synchroniser.averages`):
     ``DistributedOptimizer``, torch's ``DistributedDataParallel``) takes over
     the model and the optimizer (:meth:`Synchroniser.wrap`).
 
-Synchronisers live in ``hpcbench/sync/NAME.py`` and are registered by their
-module in :data:`hpcbench.sync._MODULES`.
+Synchronisers live in ``hpcbench/sync/NAME.py`` and are registered by one
+line in :data:`hpcbench.sync.SYNCHRONISERS`. Each declares what it can do as
+class attributes (the runner reads them, never a synchroniser's name) and its
+options as its ``Config`` section (``sync: [{name: sma, alpha: 0.1}]``,
+built through :func:`hpcbench.runtime.config.strategy_section`): a
+synchroniser is built from its own section plus the few job facts its
+constructor names (bucket size, seed), never from the whole job config.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
+
+from pydantic import Field
+
+from hpcbench.runtime.config import StrategyConfig
 
 if TYPE_CHECKING:   # annotations only: an emulated rank runs synchronisers on numpy buffers, without torch
     import torch
 
-__all__ = ["Synchroniser", "SyncOptions", "Unavailable"]
+__all__ = ["Synchroniser", "SyncConfig", "Unavailable", "allreduce_time"]
 
 
 class Unavailable(RuntimeError):
     """The synchroniser cannot run here (a library is missing or cannot start); the message says why."""
 
 
-@dataclass(frozen=True)
-class SyncOptions:
-    """Settings every synchroniser may read.
+class SyncConfig(StrategyConfig):
+    """Keys of every synchroniser entry (``sync: [{name: NAME, ...}]``); a synchroniser with options of its own
+    declares them in a subclass, its ``Config``."""
 
-    Attributes
-    ----------
-    algorithm : str
-        hpcbench allreduce algorithm (``hpcbench.collectives`` registry name or
-        ``"auto"``) for synchronisers that need one but are not named after one
-        (``sma``).
-    compressor : str
-        Compressor name (:mod:`hpcbench.compress` registry) for ``compressed``.
-    compress_ratio : float
-        Fraction kept by sparsifying compressors.
-    alpha : float
-        SMA mixing weight (KungFu's 0.1).
-    bucket_bytes : int
-        Gradient bucket size in bytes (DDP's ``bucket_cap_mb`` for ``ddp``).
-    seed : int
-        Seed shared by all ranks (pair matchings, compressor rounding).
-    """
+    schedule: Optional[Literal["fifo", "priority"]] = Field(
+        None, description="bucket schedule of this entry (default: the job's schedule); ring:priority is short for "
+                          "{name: ring, schedule: priority}")
+    label: Optional[str] = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:+\-]+$",
+                                 description="the entry's name in tables and output (default NAME, or "
+                                             "NAME:SCHEDULE when a schedule is given)")
 
-    algorithm: str = "auto"
-    compressor: str = "none"
-    compress_ratio: float = 0.01
-    alpha: float = 0.1
-    bucket_bytes: int = 25 << 20
-    seed: int = 0
+    def entry_label(self) -> str:
+        """``label``, or ``NAME`` / ``NAME:SCHEDULE``."""
+        name = getattr(self, "name", "")
+        return self.label or (f"{name}:{self.schedule}" if self.schedule else name)
+
+
+def allreduce_time(algorithm: str, nbytes: int, p: int, alpha_s: float, beta_s_per_byte: float) -> float:
+    """Alpha-beta seconds of one allreduce of ``nbytes`` per rank on ``p`` ranks (0 when ``p == 1`` or nothing
+    is sent), :func:`hpcbench.collectives.cost.predict_allreduce`."""
+    if p == 1 or nbytes == 0:
+        return 0.0
+    from hpcbench.collectives.cost import predict_allreduce
+
+    return predict_allreduce(algorithm, int(nbytes), p, alpha_s, beta_s_per_byte)
 
 
 class Synchroniser(ABC):
@@ -82,7 +88,12 @@ class Synchroniser(ABC):
     transport : hpcbench.collectives.transport.Transport or None
         How bytes move for hpcbench's own collectives (a link model, or None
         for MPI point-to-point on ``comm``).
-    options : SyncOptions
+    config : SyncConfig, optional
+        Its own section (an instance of its ``Config``); default: the defaults.
+    bucket_bytes : int, keyword-only
+        Gradient bucket capacity in bytes (DDP's ``bucket_cap_mb``, Horovod's fusion threshold).
+    seed : int, keyword-only
+        Seed shared by all ranks (pair matchings, compressor rounding).
 
     Raises
     ------
@@ -90,6 +101,8 @@ class Synchroniser(ABC):
         The backend cannot run in this process (e.g. Horovod not installed).
     """
 
+    #: its config section (options of its own, beside :class:`SyncConfig`'s)
+    Config: ClassVar[type[SyncConfig]] = SyncConfig
     #: registry name
     name: ClassVar[str] = ""
     #: ``"gradients"``, ``"models"`` or ``"wrapped"`` (see the module docstring)
@@ -97,19 +110,45 @@ class Synchroniser(ABC):
     #: whether :meth:`start` accepts buffers of any content (an emulated run's gradients of
     #: the real sizes); False for wrappers that need the real model
     emulates: ClassVar[bool] = True
-    #: the alpha-beta model of one call on ``nbytes`` per rank, ``p`` ranks: an
-    #: allreduce algorithm's name (``hpcbench.collectives.cost.predict_allreduce``),
-    #: ``"pair"`` for one exchange with one peer, or None (no model)
+    #: the name of its alpha-beta cost model, or None (no model): by default an allreduce algorithm whose
+    #: model (``hpcbench.collectives.cost.predict_allreduce``) times :meth:`message_time`; a synchroniser
+    #: with another model (``pair``) names it and overrides :meth:`message_time`
     cost_model: ClassVar[str | None] = None
     #: whether the bytes go through ``transport`` (so a modelled link applies to them)
     uses_transport: ClassVar[bool] = True
     #: whether :meth:`start_ordered` is available (``schedule: priority``)
     schedulable: ClassVar[bool] = False
+    #: ``"wrapped"``: whether :meth:`wrap` hands ``on_bucket`` each local gradient bucket (so the
+    #: local gradient norm is measured)
+    sees_local_buckets: ClassVar[bool] = False
+    #: whether :meth:`use_algorithm` can switch its allreduce algorithm between steps (its ``algorithm``)
+    switches_algorithm: ClassVar[bool] = False
 
-    def __init__(self, comm, transport=None, options: SyncOptions = SyncOptions()) -> None:
+    def __init__(self, comm, transport=None, config: SyncConfig | None = None, *, bucket_bytes: int = 25 << 20,
+                 seed: int = 0) -> None:
         self.comm = comm
         self.transport = transport
-        self.options = options
+        self.config = config if config is not None else self.Config()
+        self.bucket_bytes, self.seed = int(bucket_bytes), int(seed)
+
+    @classmethod
+    def message_time(cls, config: SyncConfig, nbytes: int, p: int, alpha_s: float, beta_s_per_byte: float) -> float:
+        """Alpha-beta seconds of one synchronisation of ``nbytes`` per rank on ``p`` ranks (NaN: no model).
+
+        Parameters
+        ----------
+        config : SyncConfig
+            The entry's section (a synchroniser whose algorithm is an option reads it).
+        nbytes : int
+            Bytes per rank (a bucket, or the model).
+        p : int
+            Workers.
+        alpha_s, beta_s_per_byte : float
+            Link latency (s) and inverse bandwidth (s/B).
+        """
+        if cls.cost_model is None:
+            return math.nan
+        return allreduce_time(cls.cost_model, nbytes, p, alpha_s, beta_s_per_byte)
 
     # -- "gradients" and "models" ------------------------------------------------------------
     def start(self, flat: torch.Tensor, index: int) -> Any:
@@ -164,6 +203,17 @@ class Synchroniser(ABC):
         is reduced, where the framework allows it (for the local gradient norm).
         """
         raise NotImplementedError
+
+    def use_algorithm(self, algorithm: str) -> None:
+        """Reduce with allreduce algorithm ``algorithm`` (a registered name or ``"auto"``) from the next start
+        on (``switches_algorithm`` only; every rank switches before the same step).
+
+        Raises
+        ------
+        ValueError
+            It cannot switch, or the name is not registered.
+        """
+        raise ValueError(f"{self.name}: cannot switch its allreduce algorithm")
 
     def close(self) -> None:
         """Release what :meth:`__init__` started (collective)."""

@@ -27,6 +27,13 @@ class CollectiveSync(Synchroniser):
 
     algorithm = "auto"
     schedulable = True
+    switches_algorithm = True
+
+    def use_algorithm(self, algorithm):
+        from hpcbench.collectives.algorithms import ALGORITHMS, names
+
+        names()     # loads the registry
+        self.algorithm = algorithm if algorithm == "auto" else ALGORITHMS.check(algorithm)
 
     def start_ordered(self, flats, order, clock):
         from hpcbench.collectives.ordered import OrderedAllreduce

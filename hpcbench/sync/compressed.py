@@ -1,16 +1,21 @@
-"""``compressed``: any hpcbench compressor with error feedback, through the compressed collectives."""
+"""``compressed``: any hpcbench compressor with error feedback, through the compressed collectives.
+
+The compressors and the compressed collectives are torch code: they are
+imported when a ``compressed`` synchroniser is built, not with this module
+(the registry imports every synchroniser's module to read its config section).
+"""
 
 from __future__ import annotations
 
-import torch
+from typing import Annotated
 
-from hpcbench.collectives.compressed import icompressed_allreduce
-from hpcbench.compress import registry
-from hpcbench.compress.memory import ErrorFeedback
+from pydantic import BeforeValidator, Field
+
+from hpcbench.compress.config import CompressorConfig
 from hpcbench.runtime.wait import Backoff
-from hpcbench.sync.base import Synchroniser, SyncOptions
+from hpcbench.sync.base import Synchroniser, SyncConfig
 
-__all__ = ["CompressedSync", "SYNCHRONISER"]
+__all__ = ["CompressedSync"]
 
 
 class CompressedSync(Synchroniser):
@@ -27,19 +32,29 @@ class CompressedSync(Synchroniser):
     depends on the compressor.
     """
 
+    class Config(SyncConfig):
+        """The compressor (``compressor: topk`` is short for ``compressor: {name: topk}``)."""
+
+        compressor: Annotated[CompressorConfig, BeforeValidator(lambda v: {"name": v} if isinstance(v, str) else v)] \
+            = Field(CompressorConfig(), description="compressor of hpcbench.compress with its ratio and options")
+
     name = "compressed"
 
-    def __init__(self, comm, transport=None, options: SyncOptions = SyncOptions()) -> None:
-        super().__init__(comm, transport, options)
-        o = self.options
-        self.compressor = registry.build(o.compressor, compress_ratio=o.compress_ratio,
-                                         seed=o.seed * 1009 + comm.rank)
+    def __init__(self, comm, transport=None, config=None, **facts) -> None:
+        super().__init__(comm, transport, config, **facts)
+        import torch
+
+        from hpcbench.collectives.compressed import icompressed_allreduce
+        from hpcbench.compress.memory import ErrorFeedback
+
+        self._as_tensor, self._allreduce = torch.as_tensor, icompressed_allreduce
+        self.compressor = self.config.compressor.build(seed=self.seed * 1009 + comm.rank)
         self.memory = ErrorFeedback()
 
     def start(self, flat, index):
-        flat = torch.as_tensor(flat)      # an emulated run's numpy bucket: a tensor sharing its memory
-        return flat, icompressed_allreduce(flat, f"bucket{index}", self.compressor, self.memory,
-                                           transport=self.transport, comm=self.comm, out=flat)
+        flat = self._as_tensor(flat)      # an emulated run's numpy bucket: a tensor sharing its memory
+        return flat, self._allreduce(flat, f"bucket{index}", self.compressor, self.memory,
+                                     transport=self.transport, comm=self.comm, out=flat)
 
     def test(self, handle):
         return handle[1].test()
@@ -50,5 +65,3 @@ class CompressedSync(Synchroniser):
         if self.comm.size > 1:
             flat /= self.comm.size
 
-
-SYNCHRONISER = CompressedSync

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import socket
 
-from hpcbench.sync.base import Synchroniser, SyncOptions, Unavailable
+from hpcbench.sync.base import Synchroniser, Unavailable
 
-__all__ = ["DDPSync", "SYNCHRONISER", "start_gloo"]
+__all__ = ["DDPSync", "start_gloo"]
 
 
 def start_gloo(comm) -> bool:
@@ -65,16 +65,17 @@ class DDPSync(Synchroniser):
     emulates = False
     cost_model = "ring"
     uses_transport = False
+    sees_local_buckets = True
 
-    def __init__(self, comm, transport=None, options: SyncOptions = SyncOptions()) -> None:
-        super().__init__(comm, transport, options)
+    def __init__(self, comm, transport=None, config=None, **facts) -> None:
+        super().__init__(comm, transport, config, **facts)
         self._started = start_gloo(comm)
 
     def wrap(self, model, optimizer, on_bucket):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         from torch.nn.parallel import DistributedDataParallel
 
-        ddp = DistributedDataParallel(model, bucket_cap_mb=self.options.bucket_bytes / 2**20)
+        ddp = DistributedDataParallel(model, bucket_cap_mb=self.bucket_bytes / 2**20)
 
         def hook(state, bucket):
             on_bucket(bucket.buffer())
@@ -89,5 +90,3 @@ class DDPSync(Synchroniser):
         if self._started and dist.is_initialized():
             dist.destroy_process_group()
 
-
-SYNCHRONISER = DDPSync

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from hpcbench.sync.base import Synchroniser, SyncOptions, Unavailable
+from hpcbench.sync.base import Synchroniser, Unavailable
 
-__all__ = ["HorovodSync", "SYNCHRONISER"]
+__all__ = ["HorovodSync"]
 
 
 class HorovodSync(Synchroniser):
@@ -27,14 +27,14 @@ class HorovodSync(Synchroniser):
     cost_model = "auto"
     uses_transport = False
 
-    def __init__(self, comm, transport=None, options: SyncOptions = SyncOptions()) -> None:
-        super().__init__(comm, transport, options)
+    def __init__(self, comm, transport=None, config=None, **facts) -> None:
+        super().__init__(comm, transport, config, **facts)
         try:
             import horovod.torch as hvd
         except Exception as exc:  # noqa: BLE001 - ImportError, or a wheel built for another torch
             raise Unavailable(f"horovod: not usable (import horovod.torch failed: {type(exc).__name__}: "
                               f"{exc}); build it with scripts/build_horovod.sh") from exc
-        os.environ.setdefault("HOROVOD_FUSION_THRESHOLD", str(int(options.bucket_bytes)))
+        os.environ.setdefault("HOROVOD_FUSION_THRESHOLD", str(self.bucket_bytes))
         hvd.init(comm=comm)
         if hvd.size() != comm.size:
             raise Unavailable(f"horovod: world size {hvd.size()} differs from the job's {comm.size}")
@@ -49,5 +49,3 @@ class HorovodSync(Synchroniser):
     def close(self):
         self.hvd.shutdown()
 
-
-SYNCHRONISER = HorovodSync

@@ -8,7 +8,7 @@ from mpi4py import MPI
 from hpcbench.runtime.wait import Backoff, sleep_wait
 from hpcbench.sync.base import Synchroniser
 
-__all__ = ["MPISync", "SYNCHRONISER"]
+__all__ = ["MPISync"]
 
 
 class MPISync(Synchroniser):
@@ -38,5 +38,3 @@ class MPISync(Synchroniser):
         if self.comm.size > 1:
             arr /= self.comm.size
 
-
-SYNCHRONISER = MPISync

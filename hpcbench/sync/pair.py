@@ -5,7 +5,7 @@ from __future__ import annotations
 from hpcbench.collectives import ipair_average
 from hpcbench.sync.base import Synchroniser
 
-__all__ = ["PairSync", "SYNCHRONISER"]
+__all__ = ["PairSync"]
 
 
 class PairSync(Synchroniser):
@@ -19,16 +19,23 @@ class PairSync(Synchroniser):
     whenever it is ready); this is its synchronous, step-aligned form, which
     makes runs reproducible. The exchange starts with the step and overlaps
     forward and backward. Alpha-beta cost: one message of the model each way
-    (``alpha + m beta``).
+    (``alpha + m beta``, :meth:`message_time`).
     """
 
     name = "pair"
     averages = "models"
-    cost_model = "pair"
+    cost_model = "pair"     # its own: message_time below
+
+    @classmethod
+    def message_time(cls, config, nbytes, p, alpha_s, beta_s_per_byte):
+        """One exchange of ``nbytes`` with one peer, both ways at once: ``alpha + nbytes beta`` (0 when ``p == 1``)."""
+        if p == 1 or nbytes == 0:
+            return 0.0
+        return alpha_s + nbytes * beta_s_per_byte
 
     def start(self, flat, index):
         kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}
-        return ipair_average(flat, index, seed=self.options.seed, name="pair", **kw)
+        return ipair_average(flat, index, seed=self.seed, name="pair", **kw)
 
     def test(self, handle):
         return handle.test()
@@ -39,5 +46,3 @@ class PairSync(Synchroniser):
     def mix(self, params, communicated, step):
         params.copy_(communicated)
 
-
-SYNCHRONISER = PairSync

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from hpcbench.collectives import iallreduce
-from hpcbench.sync.base import Synchroniser, SyncOptions
+from pydantic import Field, field_validator
 
-__all__ = ["SMASync", "SYNCHRONISER"]
+from hpcbench.collectives import iallreduce
+from hpcbench.sync.base import Synchroniser, SyncConfig, allreduce_time
+
+__all__ = ["SMASync"]
 
 
 class SMASync(Synchroniser):
@@ -18,22 +20,35 @@ class SMASync(Synchroniser):
     the model starts when the step starts and runs during forward and
     backward (the model does not change until the optimizer step), so it
     overlaps compute. The mean is a deterministic hpcbench allreduce
-    (``options.algorithm``), so replicas with equal models stay bitwise equal.
+    (``algorithm``), so replicas with equal models stay bitwise equal.
     """
+
+    class Config(SyncConfig):
+        """KungFu's SMA: the mixing weight and the allreduce of the models."""
+
+        alpha: float = Field(0.1, gt=0.0, le=1.0, description="mixing weight (KungFu's 0.1)")
+        algorithm: str = Field("auto", description="hpcbench allreduce algorithm of the models (auto: by size)")
+
+        @field_validator("algorithm")
+        @classmethod
+        def _algorithm(cls, v):
+            from hpcbench.collectives.algorithms import ALGORITHMS, names
+
+            names()     # loads the registry
+            return v if v == "auto" else ALGORITHMS.check(v)
 
     name = "sma"
     averages = "models"
-    cost_model = "auto"     # the instance's: options.algorithm
+    cost_model = "auto"     # the entry's algorithm: message_time reads its config
 
-    def __init__(self, comm, transport=None, options: SyncOptions = SyncOptions()) -> None:
-        super().__init__(comm, transport, options)
-        if not 0.0 < options.alpha <= 1.0:
-            raise ValueError(f"sma alpha must be in (0, 1], got {options.alpha!r}")
-        self.cost_model = options.algorithm
+    @classmethod
+    def message_time(cls, config, nbytes, p, alpha_s, beta_s_per_byte):
+        """The allreduce of the model with the entry's ``algorithm``."""
+        return allreduce_time(config.algorithm, nbytes, p, alpha_s, beta_s_per_byte)
 
     def start(self, flat, index):
         kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}
-        return iallreduce(flat, flat, op="avg", algorithm=self.options.algorithm, deterministic=True,
+        return iallreduce(flat, flat, op="avg", algorithm=self.config.algorithm, deterministic=True,
                           name="sma", **kw)
 
     def test(self, handle):
@@ -43,8 +58,6 @@ class SMASync(Synchroniser):
         handle.wait()
 
     def mix(self, params, communicated, step):
-        a = self.options.alpha
+        a = self.config.alpha
         params.mul_(1.0 - a).add_(communicated, alpha=a)
 
-
-SYNCHRONISER = SMASync

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hpcbench.runtime.registry import Registry
+
 from ._io import PathLike
 from .availability import FLASH_FILE, AvailabilityTrace, always_available, load_flash
 from .bandwidth import (
@@ -89,7 +91,7 @@ def load_none(path: PathLike | None = None) -> AvailabilityTrace:
 
 
 #: Trace format name -> loader ``f(path, **options)``.
-TRACE_LOADERS: dict[str, Callable[..., Any]] = {
+TRACE_LOADERS: Registry[Callable[..., Any]] = Registry("trace format", {
     "flhetbench-device": load_device_latency,
     "mobiperf": load_mobiperf,
     "speed-distribution": load_speed_distribution,
@@ -97,7 +99,7 @@ TRACE_LOADERS: dict[str, Callable[..., Any]] = {
     "fedscale-capacity": load_fedscale_capacity,
     "fedscale-behavior": load_fedscale_behavior,
     "none": load_none,
-}
+})
 
 
 def load_trace(fmt: str, path: PathLike | None = None, **options: Any) -> Any:
@@ -125,10 +127,7 @@ def load_trace(fmt: str, path: PathLike | None = None, **options: Any) -> Any:
     TraceError
         From the loader.
     """
-    try:
-        loader = TRACE_LOADERS[fmt]
-    except KeyError:
-        raise ValueError(f"unknown trace format {fmt!r}; known: {sorted(TRACE_LOADERS)}") from None
+    loader = TRACE_LOADERS[fmt]
     if path is None and fmt.startswith("fedscale-"):
         raise ValueError(f"trace format {fmt!r} needs a path (no bundled FedScale file)")
     return loader(path, **options) if path is not None or fmt == "none" else loader(**options)

@@ -2,56 +2,42 @@
 
 Allowed names come from the registries: models from
 :data:`hpcbench.train.models.MODELS`, synchronisers from
-:func:`hpcbench.sync.names`, monitors from :data:`hpcbench.monitors.MONITORS`,
-compressors from :mod:`hpcbench.compress.registry`, algorithms from
-:mod:`hpcbench.collectives.algorithms`.
+:data:`hpcbench.sync.SYNCHRONISERS` (each ``sync`` entry is that class's own
+section, ``{name: sma, alpha: 0.1}``, or just its name), monitors from
+:data:`hpcbench.monitors.MONITORS`.
 """
 
 from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
+from hpcbench.collectives.link_config import LinkConfig
+from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
-from hpcbench.runtime.config import ConfigError, Strict
+from hpcbench.runtime.config import ConfigError, Strict, strategy_section
+from hpcbench.sync import SYNCHRONISERS
 
-__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES"]
+__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
+           "SyncSection", "PolicyEntry"]
 
 #: bucket schedules (:mod:`hpcbench.train.priority`)
 SCHEDULES = ("fifo", "priority")
 
 
-def _choose(kind: str, value: str, known) -> str:
-    known = list(known)
-    if value not in known:
-        raise ValueError(f"unknown {kind} {value!r}; choose from {', '.join(known) or 'none registered'}")
-    return value
+def _sync_shorthand(text: str) -> dict:
+    """``"ring:priority"`` -> ``{name: ring, schedule: priority}``; ``"ring"`` -> ``{name: ring}``."""
+    name, colon, schedule = text.partition(":")
+    return {"name": name, "schedule": schedule} if colon else {"name": name}
 
 
-class LinkConfig(Strict):
-    """The links hpcbench's collectives run over: ``shared`` (MPI over shared memory) or ``model``.
-
-    ``model``: every message takes ``latency_s + 8 bytes / bandwidth``
-    (:class:`hpcbench.collectives.linkmodel.LinkTransport`), or follows row
-    ``trace_index`` of the bundled MobiPerf speed tests (kbit/s samples times
-    ``trace_scale``, one per ``trace_interval_s``).
-    """
-
-    kind: Literal["shared", "model"] = "shared"
-    latency_s: float = Field(0.0, ge=0.0, description="per-message latency (model links)")
-    bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit")
-    trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
-    trace_scale: float = Field(1.0, gt=0.0)
-    trace_interval_s: float = Field(1.0, gt=0.0)
-
-    @field_validator("bandwidth")
-    @classmethod
-    def _rate(cls, v):
-        from hpcbench.collectives.linkmodel import parse_rate
-
-        parse_rate(v)
-        return v
+#: one ``sync`` entry: a synchroniser's section, or its name (``NAME:SCHEDULE`` sets its schedule)
+SyncEntry, _RING = strategy_section(SYNCHRONISERS, "sync", "ring", shorthand=_sync_shorthand)
+#: validates one ``sync`` entry (a policy's decision to switch synchroniser names one)
+SyncSection = TypeAdapter(SyncEntry)
+#: one ``policies`` entry: a policy's section, or its name
+PolicyEntry, _ = strategy_section(POLICIES, "policies")
 
 
 class TrainConfig(Strict):
@@ -64,11 +50,15 @@ class TrainConfig(Strict):
     image_size: int = Field(224, ge=8, description="synthetic images are image_size x image_size (KungFu: 224)")
     batch_size: int = Field(32, ge=1, description="samples per worker per step")
     lr: float = Field(0.01, gt=0.0, description="SGD learning rate (KungFu: 0.01)")
+    epoch_size: Optional[int] = Field(None, ge=1, description="samples per epoch, all workers together (KungFu's "
+                                                              "--epoch-size); default: the training set (digits: "
+                                                              "1347); synthetic images have no epochs unless given")
     warmup: int = Field(10, ge=0, description="warm-up steps before each synchroniser's measurement")
     iterations: int = Field(10, ge=1, description="measured iterations (per monitor variant)")
     batches_per_iter: int = Field(10, ge=1, description="steps per iteration")
-    sync: list[str] = Field(["ring"], description="synchronisers, run one after the other; NAME:SCHEDULE "
-                                                 "(ring:priority, ring:fifo) overrides schedule for one entry")
+    sync: list[SyncEntry] = Field([_RING], description="synchronisers, run one after the other: each a name or "
+                                                       "its section {name: NAME, ...its keys} (below); "
+                                                       "NAME:SCHEDULE (ring:priority) sets one entry's schedule")
     interleave_sync: bool = Field(False, description="run the synchronisers' iterations in turn (round robin), "
                                                      "so that drifts of the machine's load fall on all alike")
     bucket_mb: float = Field(25.0, gt=0.0, description="gradient bucket size in MiB (DDP's default 25)")
@@ -77,10 +67,9 @@ class TrainConfig(Strict):
         "fifo", description="fifo: buckets reduced as backward completes them, all before the optimizer step "
                             "(DDP); priority: one at a time, the bucket the next forward needs first, each "
                             "bucket's update just before its first use (ByteScheduler, P3)")
-    algorithm: str = Field("auto", description="allreduce algorithm of sma")
-    compressor: str = Field("none", description="compressor of the compressed synchroniser")
-    compress_ratio: float = Field(0.01, gt=0.0, le=1.0)
-    sma_alpha: float = Field(0.1, gt=0.0, le=1.0)
+    policies: list[PolicyEntry] = Field([], description="adaptation policies (hpcbench.policies registry), each "
+                                                        "its section {name: NAME, ...its keys} (below); their "
+                                                        "hooks run in this order before a step, in reverse after")
     monitors: list[str] = Field([], description="online monitors (hpcbench.monitors registry)")
     monitor_interval: int = Field(1, ge=1)
     interleave_monitors: bool = Field(False, description="cycle iterations through no monitor and each monitor "
@@ -101,37 +90,18 @@ class TrainConfig(Strict):
     def _model(cls, v):
         from hpcbench.train.models import MODELS
 
-        return _choose("model", v, MODELS)
+        return MODELS.check(v)
 
     @field_validator("sync")
     @classmethod
     def _sync(cls, v):
-        from hpcbench.sync import names
-
         if not v:
             raise ValueError("give at least one synchroniser")
-        for s in v:
-            base, _, sched = s.partition(":")
-            _choose("synchroniser", base, names())
-            if ":" in s and sched not in SCHEDULES:
-                raise ValueError(f"synchroniser {s!r}: schedule {sched!r} is none of {', '.join(SCHEDULES)}")
-        if len(set(v)) != len(v):
-            raise ValueError(f"synchroniser listed twice in {v!r}")
+        labels = [s.entry_label() for s in v]
+        twice = [x for i, x in enumerate(labels) if x in labels[:i]]
+        if twice:
+            raise ValueError(f"entry {twice[0]!r} listed twice; give each entry of one synchroniser its own label")
         return v
-
-    @field_validator("algorithm")
-    @classmethod
-    def _algorithm(cls, v):
-        from hpcbench.collectives import algorithm_names
-
-        return _choose("algorithm", v, [*algorithm_names(), "auto"])
-
-    @field_validator("compressor")
-    @classmethod
-    def _compressor(cls, v):
-        from hpcbench.compress.registry import names
-
-        return _choose("compressor", v, names())
 
     @field_validator("monitors")
     @classmethod
@@ -139,13 +109,12 @@ class TrainConfig(Strict):
         from hpcbench.monitors import MONITORS
 
         for m in v:
-            _choose("monitor", m, MONITORS)
+            MONITORS.check(m)
         return v
 
     @model_validator(mode="after")
     def _consistent(self):
-        from hpcbench.sync import get
-
+        get = SYNCHRONISERS.__getitem__
         if self.compute == "real":
             if self.time_dilation != 1.0:
                 raise ValueError(f"time_dilation: {self.time_dilation} needs compute: emulated (real compute "
@@ -156,10 +125,10 @@ class TrainConfig(Strict):
                 raise ValueError(f"profile_file: {self.profile_file!r} needs compute: emulated (real compute is "
                                  f"the model's own)")
         else:
-            bad = [s for s, base, _ in self.sync_entries() if not get(base).emulates]
+            bad = [s for s, sec, _ in self.sync_entries() if not get(sec.name).emulates]
             if bad:
                 raise ValueError(f"sync: {bad[0]!r} needs compute: real (it runs the real model)")
-        prio = [(s, base) for s, base, sched in self.sync_entries() if sched == "priority"]
+        prio = [(s, sec.name) for s, sec, sched in self.sync_entries() if sched == "priority"]
         if prio:
             if not self.overlap:
                 raise ValueError("schedule: 'priority' needs overlap: true (buckets start during backward)")
@@ -168,23 +137,44 @@ class TrainConfig(Strict):
                 raise ValueError(f"schedule: 'priority' needs synchronisers with an ordered start (hpcbench's "
                                  f"allreduce algorithms); sync {bad[0]!r} has none")
         if self.monitors:
-            bad = [s for s, base, _ in self.sync_entries() if get(base).averages == "models"]
+            bad = [s for s, sec, _ in self.sync_entries() if get(sec.name).averages == "models"]
             if bad:
                 raise ValueError(f"monitors: {self.monitors} need synchronised gradients; sync {bad[0]!r} "
                                  f"averages models")
         elif self.interleave_monitors:
             raise ValueError("interleave_monitors: true needs at least one entry in monitors")
+        self._check_policies()
         return self
 
+    def _check_policies(self) -> None:
+        from hpcbench.train.decisions import APPLIERS
+        from hpcbench.train.models import MODELS
 
-    def sync_entries(self) -> list[tuple[str, str, str]]:
-        """``(entry, synchroniser, schedule)`` of every ``sync`` entry: ``"ring:priority"`` gives
-        ``("ring:priority", "ring", "priority")``, ``"ring"`` takes :attr:`schedule`."""
-        out = []
-        for s in self.sync:
-            base, _, sched = s.partition(":")
-            out.append((s, base, sched or self.schedule))
-        return out
+        for i, p in enumerate(self.policies):
+            cls = POLICIES[p.name]
+            missing = sorted(set(cls.decides) - set(APPLIERS))
+            if missing:
+                raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
+                                 f"runner cannot apply (it applies {', '.join(APPLIERS)})")
+            if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
+                raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
+                                 f"epoch_size (samples per epoch)")
+
+    def policy_names(self) -> list[str]:
+        """Each policy's name in messages and the ``decisions`` table (``NAME``, or ``NAME#i`` when a policy is
+        listed twice)."""
+        names = [p.name for p in self.policies]
+        return [n if names.count(n) == 1 else f"{n}#{i}" for i, n in enumerate(names)]
+
+    def sync_entries(self) -> list[tuple[str, "SyncEntry", str]]:
+        """``(label, section, schedule)`` of every ``sync`` entry: ``"ring:priority"`` gives
+        ``("ring:priority", {name: ring, schedule: priority}, "priority")``; an entry without a schedule takes
+        :attr:`schedule`."""
+        return [(s.entry_label(), s, s.schedule or self.schedule) for s in self.sync]
+
+    def sync_labels(self) -> list[str]:
+        """The entries' labels, in order (the ``sync`` column of the tables)."""
+        return [s.entry_label() for s in self.sync]
 
 
 def flatten_keys() -> list[str]:

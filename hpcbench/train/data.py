@@ -1,4 +1,14 @@
-"""Training data: KungFu's synthetic ImageNet batch, and the bundled digits split across workers."""
+"""Training data: KungFu's synthetic ImageNet batch, and the bundled digits split across workers.
+
+Both serve :meth:`take`: the batch of one worker at a position of the
+training stream, for the batch sizes of the step (one per worker, from
+:class:`hpcbench.train.context.BatchState`, the one place that holds them).
+The stream is a sequence of epochs, each a permutation of the training set
+(KungFu's ``PolicyHook`` counts epochs as ``trained_samples // epoch_size``):
+a step takes the next ``sum(sizes)`` samples, worker ``r`` the slice after
+the first ``sum(sizes[:r])``, so a batch size that changes at run time never
+skips or repeats a sample within an epoch.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +23,13 @@ class SyntheticImages:
 
     One random batch, drawn once and reused at every step, as KungFu does:
     inputs ``torch.randn(batch, 3, size, size)`` (float32) and labels uniform
-    in ``0..999`` (int64), seeded per rank.
+    in ``0..999`` (int64), seeded per rank. A batch size that changes at run
+    time draws one batch of the new size (seeded by size too) and reuses it.
 
     Parameters
     ----------
     batch : int
-        Per-worker batch size.
+        Per-worker batch size at the start.
     image_size : int
         Height and width (224 in KungFu; 32 or 64 for quick CPU runs).
     seed : int
@@ -26,15 +37,23 @@ class SyntheticImages:
     """
 
     classes = 1000
+    #: samples per epoch: random images have no training set (an epoch is the config's ``epoch_size``)
+    num_samples = None
 
     def __init__(self, batch: int, image_size: int, seed: int, rank: int) -> None:
+        self.image_size, self.seed, self.rank = image_size, seed, rank
         g = torch.Generator().manual_seed(seed * 100003 + rank)
-        self.x = torch.randn(batch, 3, image_size, image_size, generator=g)
-        self.y = torch.randint(0, self.classes, (batch,), generator=g)
+        self._batches = {batch: (torch.randn(batch, 3, image_size, image_size, generator=g),
+                                 torch.randint(0, self.classes, (batch,), generator=g))}
 
-    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Inputs and labels of ``step`` (the same batch every step)."""
-        return self.x, self.y
+    def take(self, position: int, sizes) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and labels of this worker's ``sizes[rank]`` samples (the same batch whatever ``position``)."""
+        b = int(sizes[self.rank])
+        if b not in self._batches:
+            g = torch.Generator().manual_seed((self.seed * 100003 + self.rank) * 1009 + b)
+            self._batches[b] = (torch.randn(b, 3, self.image_size, self.image_size, generator=g),
+                                torch.randint(0, self.classes, (b,), generator=g))
+        return self._batches[b]
 
     def accuracy(self, model) -> float:
         """NaN: random labels have no accuracy to measure."""
@@ -44,17 +63,18 @@ class SyntheticImages:
 class DigitsTask:
     """scikit-learn's handwritten digits (1,797 real 8x8 images, 10 classes) for data-parallel SGD.
 
-    A seeded stratified 25 % is held out for accuracy (1,347 training images). Step ``t`` draws a
-    global batch of ``batch * world`` training samples (a seeded permutation
-    per epoch, the same on every rank) and worker ``r`` takes its ``r``-th
-    slice, so the union of the workers' batches is what one process training
-    on the global batch would see. Inputs float32 ``(B, 1, 8, 8)`` in [0, 1],
-    labels int64.
+    A seeded stratified 25 % is held out for accuracy (1,347 training
+    images). The training stream is one seeded permutation per epoch
+    (``default_rng([seed, epoch])``, the same on every rank), concatenated:
+    a step takes the next ``sum(sizes)`` samples of the stream (a step may
+    span two epochs, as KungFu's input pipelines that repeat the dataset) and
+    worker ``r`` takes its slice, so the union of the workers' batches is what
+    one process training on the global batch would see, and every sample is
+    seen exactly once per epoch whatever the batch sizes. Inputs float32
+    ``(B, 1, 8, 8)`` in [0, 1], labels int64.
 
     Parameters
     ----------
-    batch : int
-        Per-worker batch.
     seed : int
     rank, world : int
         This worker and the number of workers.
@@ -65,14 +85,16 @@ class DigitsTask:
 
     classes = 10
 
-    def __init__(self, batch: int, seed: int, rank: int, world: int, arrays=None) -> None:
+    def __init__(self, seed: int, rank: int, world: int, arrays=None) -> None:
         self.x_train, self.y_train, self.x_test, self.y_test = (
             map(torch.from_numpy, arrays if arrays is not None else self.load(seed)))
-        self.batch_size, self.seed, self.rank, self.world = batch, seed, rank, world
-        self.global_batch = batch * world
-        if self.global_batch > len(self.y_train):
-            raise ValueError(f"batch_size x workers = {self.global_batch} exceeds the {len(self.y_train)} "
-                             f"training digits")
+        self.seed, self.rank, self.world = seed, rank, world
+        self._perms: dict[int, np.ndarray] = {}
+
+    @property
+    def num_samples(self) -> int:
+        """Training samples (one epoch)."""
+        return len(self.y_train)
 
     @staticmethod
     def load(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -102,17 +124,35 @@ class DigitsTask:
             test[members[:round(0.25 * len(members))]] = True
         return x[~test], y[~test], x[test], y[test]
 
-    def global_indices(self, step: int) -> np.ndarray:
-        """Indices of step ``step``'s global batch (all workers' samples, in rank order)."""
-        per_epoch = len(self.y_train) // self.global_batch
-        epoch, k = divmod(step, per_epoch)
-        perm = np.random.default_rng([self.seed, epoch]).permutation(len(self.y_train))
-        return perm[k * self.global_batch:(k + 1) * self.global_batch]
+    def _perm(self, epoch: int) -> np.ndarray:
+        if epoch not in self._perms:
+            if len(self._perms) > 2:
+                self._perms.pop(min(self._perms))
+            self._perms[epoch] = np.random.default_rng([self.seed, epoch]).permutation(self.num_samples)
+        return self._perms[epoch]
 
-    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """This worker's slice of step ``step``'s global batch."""
-        idx = self.global_indices(step)[self.rank * self.batch_size:(self.rank + 1) * self.batch_size]
-        t = torch.from_numpy(idx)
+    def stream(self, start: int, count: int) -> np.ndarray:
+        """Training indices ``start .. start + count - 1`` of the stream (epoch after epoch), int64."""
+        n, parts = self.num_samples, []
+        while count > 0:
+            epoch, at = divmod(start, n)
+            k = min(count, n - at)
+            parts.append(self._perm(epoch)[at:at + k])
+            start, count = start + k, count - k
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def take(self, position: int, sizes) -> tuple[torch.Tensor, torch.Tensor]:
+        """This worker's slice of the step whose samples start at ``position`` of the stream.
+
+        Parameters
+        ----------
+        position : int
+            Samples taken by all workers before this step.
+        sizes : sequence of int
+            Every worker's batch size this step.
+        """
+        offset = int(sum(sizes[:self.rank]))
+        t = torch.from_numpy(self.stream(position + offset, int(sizes[self.rank])))
         return self.x_train[t], self.y_train[t]
 
     @torch.no_grad()
@@ -131,4 +171,4 @@ def build_data(task: str, batch: int, image_size: int, seed: int, comm):
     from hpcbench.runtime.wait import sleep_bcast
 
     arrays = sleep_bcast(comm, DigitsTask.load(seed) if comm.rank == 0 else None)
-    return DigitsTask(batch, seed, comm.rank, comm.size, arrays)
+    return DigitsTask(seed, comm.rank, comm.size, arrays)

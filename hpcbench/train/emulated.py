@@ -16,6 +16,10 @@ parameters it waits for that bucket of the previous step and sleeps its share
 of the optimizer time; backward releases the buckets to an ordered allreduce
 and the step ends with backward, without waiting.
 
+A batch size other than the profiled one (set by a policy at run time)
+replays the profile at that batch (:meth:`hpcbench.train.profile.ComputeProfile.at_batch`:
+forward and backward in proportion to the batch, the optimizer unchanged).
+
 Times are read on the run's clock (modelled seconds); the fields are those of
 :class:`hpcbench.train.steprecord.StepRecord`.
 """
@@ -45,6 +49,10 @@ class EmulatedWorker:
         Averaging ``"gradients"`` or ``"models"`` (wrapped ones need the real model).
     profile : hpcbench.train.profile.ComputeProfile
         Parameter sizes and the timeline a step replays (modelled seconds).
+    state : hpcbench.train.context.BatchState
+        The run's batch sizes (this worker's is read at each step).
+    profile_batch : int
+        The batch size ``profile`` was measured (or given) at.
     bucket_bytes : int
     overlap : bool
         Start each bucket when the profiled backward completes it (False: all after backward).
@@ -56,8 +64,10 @@ class EmulatedWorker:
 
     model = None
 
-    def __init__(self, sync, profile, bucket_bytes: int, overlap: bool, dilation, order=None) -> None:
-        self.sync, self.profile = sync, profile
+    def __init__(self, sync, profile, state, profile_batch: int, bucket_bytes: int, overlap: bool, dilation,
+                 order=None) -> None:
+        self.sync, self.base_profile, self.state, self.profile_batch = sync, profile, state, profile_batch
+        self.profile = profile
         self.dilation, self.clock = dilation, dilation.now
         self.plan = BucketPlan(profile.numels, bucket_bytes)
         self.buckets = None
@@ -68,15 +78,25 @@ class EmulatedWorker:
             self.model_buffer = np.zeros(int(sum(profile.numels)), dtype=np.float32)
         self._handle, self._done = None, math.nan
         if self.order is not None:
-            from hpcbench.train.priority import bucket_need_times
-
-            self.need = bucket_need_times(self.plan, profile.need_times())
             self.update_s = profile.optimizer_s * self.plan.numel / max(int(self.plan.numel.sum()), 1)
             self._pending = False
+        self._at_batch(profile_batch)
+
+    def _at_batch(self, batch: int) -> None:
+        """Replay the profile at ``batch`` samples from now on."""
+        self._batch = batch
+        self.profile = self.base_profile.at_batch(batch / self.profile_batch)
+        if self.order is not None:
+            from hpcbench.train.priority import bucket_need_times
+
+            self.need = bucket_need_times(self.plan, self.profile.need_times())
 
     def close(self) -> None:
         """Nothing to remove (no hooks); the synchroniser is closed by its owner. What the last step left in
         flight is not waited for (after a failure it may never complete): :meth:`flush` first on a normal end."""
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Nothing to change: the emulated replica has no optimizer (its step time does not depend on it)."""
 
     def flush(self) -> None:
         """``schedule: priority``: wait for the last step's buckets (their updates are the next forward's)."""
@@ -99,16 +119,18 @@ class EmulatedWorker:
             if polling:
                 self._poll()
 
-    def step(self, t: int, monitors=()) -> StepRecord:
-        """Replay one step (``monitors`` are not supported: they need real gradients).
+    def step(self, t: int, batch=None, monitors=()) -> StepRecord:
+        """Replay one step at this worker's batch size (``state.local``).
 
         Parameters
         ----------
         t : int
             Step number; a model-averaging synchroniser gets it as the
             buffer index of ``sync.start``.
+        batch : None
+            No inputs: the compute is replayed.
         monitors : sequence, optional
-            Ignored.
+            Ignored (monitors need real gradients).
 
         Returns
         -------
@@ -117,6 +139,8 @@ class EmulatedWorker:
             modelled seconds (the run's clock); ``loss`` and
             ``local_sq_norm`` stay NaN and ``monitor_s`` 0.
         """
+        if self.state.local != self._batch:
+            self._at_batch(self.state.local)
         if self.order is not None:
             return self._priority_step()
         p, rec = self.profile, StepRecord()

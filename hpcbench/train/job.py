@@ -5,23 +5,10 @@ from __future__ import annotations
 import math
 import sys
 
-import numpy as np
-
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, agree
 
 __all__ = ["TrainJob"]
-
-
-def _gather(comm, vec: np.ndarray):
-    """Rank 0 gets every rank's ``vec`` as rows ``(p, k)`` (sleeping while it waits); others None."""
-    from mpi4py import MPI
-
-    from hpcbench.runtime.wait import sleep_wait
-
-    out = np.empty((comm.size, vec.size)) if comm.rank == 0 else None
-    sleep_wait(comm.Igather([vec, MPI.DOUBLE], [out, MPI.DOUBLE] if out is not None else None, root=0))
-    return out
 
 
 class TrainJob(Job):
@@ -49,9 +36,23 @@ class TrainJob(Job):
 
         overrides = config_overrides(args)
         self.cfg = cfg = load_config(args.config, overrides)
-        if MODELS[cfg.model].task == "digits" and cfg.batch_size * self.comm.size > 1347:
-            raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the 1347 training "
-                             f"digits")
+        n = MODELS[cfg.model].train_samples
+        if n is not None and cfg.batch_size * self.comm.size > n:
+            raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the {n} training "
+                             f"samples")
+
+    def _trains(self) -> bool:
+        """Whether this rank runs the model: real compute, digits, or rank 0 profiling it."""
+        from hpcbench.train.models import MODELS
+
+        cfg = self.cfg
+        return (cfg.compute == "real" or (self.comm.rank == 0 and cfg.profile_file is None)
+                or MODELS[cfg.model].task != "synthetic")
+
+    def memory_need(self):
+        from hpcbench.train.memory import memory_need
+
+        return memory_need(self.cfg, self._trains())
 
     # -- prepare -------------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -70,7 +71,7 @@ class TrainJob(Job):
         self.data = None
         # emulated: only rank 0 runs the model (to profile it); the other ranks never import torch
         # (about 150 MB of private memory per process: 64 ranks would need 10 GB for it alone)
-        if cfg.compute == "real" or (comm.rank == 0 and cfg.profile_file is None) or self.task != "synthetic":
+        if self._trains():
             import torch
 
             from hpcbench.train.data import build_data
@@ -99,27 +100,23 @@ class TrainJob(Job):
         self.profile = prof
         self.plan = BucketPlan(prof.numels, self.bucket_bytes)
         self.bucket_need_s = bucket_need_times(self.plan, prof.need_times())   # the priority schedule's key
+        self.setup = self._setup()
 
-    #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
-    #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order
-    NOMINAL_ALPHA_S, NOMINAL_BITS_PER_S = 5e-6, 10e9
+    def _setup(self):
+        """The typed pieces the loop, its hooks and the workers get (never this job)."""
+        from hpcbench.train.context import LinkCost, RunSettings, TrainSetup
 
-    def bucket_order(self, sync, schedule: str):
-        """Under ``schedule`` ``"priority"``, synchroniser ``sync``'s bucket start order (the same on every rank,
-        from the broadcast profile and the algorithm's cost model over the link); None under FIFO or for a
-        synchroniser that does not average gradients."""
-        if schedule != "priority" or sync.averages != "gradients":
-            return None
-        from hpcbench.collectives.cost import link_beta
-        from hpcbench.train.predict import message_time
-        from hpcbench.train.priority import priority_order
-
-        alpha, beta = self.alpha, self.beta
-        if not (math.isfinite(alpha) and math.isfinite(beta)):
-            alpha, beta = self.NOMINAL_ALPHA_S, link_beta(self.NOMINAL_BITS_PER_S)
-        cost = [message_time(sync.cost_model or "ring", int(nb), self.comm.size, alpha, beta)
-                for nb in self.plan.nbytes]
-        return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s)
+        cfg = self.cfg
+        data = self.data
+        epoch = cfg.epoch_size if cfg.epoch_size is not None else getattr(data, "num_samples", None)
+        settings = RunSettings(model=cfg.model, seed=cfg.seed, compute=cfg.compute, batch_size=cfg.batch_size,
+                               lr=cfg.lr, epoch_size=epoch, warmup=cfg.warmup, iterations=cfg.iterations,
+                               batches_per_iter=cfg.batches_per_iter, monitors=tuple(cfg.monitors),
+                               monitor_interval=cfg.monitor_interval, interleave_monitors=cfg.interleave_monitors,
+                               overlap=cfg.overlap, bucket_bytes=self.bucket_bytes, progress=cfg.progress)
+        return TrainSetup(comm=self.comm, sync_comm=self.sync_comm, transport=self.transport, settings=settings,
+                          profile=self.profile, plan=self.plan, bucket_need_s=self.bucket_need_s, data=data,
+                          dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"))
 
     @property
     def bucket_bytes(self) -> int:
@@ -130,8 +127,13 @@ class TrainJob(Job):
         from hpcbench.train.models import build_model
         from hpcbench.train.profile import profile_compute
 
-        return profile_compute(build_model(self.cfg.model, self.cfg.seed), self.data, self.cfg.profile_steps,
-                               self.cfg.lr)
+        cfg, data = self.cfg, self.data
+        sizes = (cfg.batch_size,) * self.comm.size
+
+        def batches(step):      # rank 0's slice of the steps of a run at the configured batch
+            return data.take(step * sum(sizes), sizes)
+
+        return profile_compute(build_model(cfg.model, cfg.seed), batches, cfg.profile_steps, cfg.lr)
 
     def _transport(self):
         from hpcbench.collectives.transport import Transport
@@ -177,7 +179,7 @@ class TrainJob(Job):
                     buckets=len(self.plan.buckets), bucket_bytes=self.bucket_bytes,
                     compute_time_source=prof.source, profile_file=cfg.profile_file or "",
                     forward_s=prof.forward_s, backward_s=prof.backward_s,
-                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync), overlap=cfg.overlap,
+                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync_labels()), overlap=cfg.overlap,
                     schedule=cfg.schedule)
 
     def _header(self) -> str:
@@ -195,13 +197,13 @@ class TrainJob(Job):
 
     # -- run -----------------------------------------------------------------------------------------
     def run(self, results) -> int:
-        from hpcbench.train.loop import SyncRun
+        from hpcbench.train.hooks import FaultHook, Progress
         from hpcbench.train.report import Report
         from hpcbench.train.tables import make_tables
 
-        cfg, comm = self.cfg, self.comm
+        cfg, comm, setup = self.cfg, self.comm, self.setup
         monitor_columns = self._monitor_columns()
-        report = None
+        report = progress = None
         if comm.rank == 0:
             tables = make_tables(results, monitor_columns)
             tables["buckets"].append(dict(
@@ -213,33 +215,65 @@ class TrainJob(Job):
             tables["profile"].append(dict(param=list(range(len(prof.numels))), numel=[int(n) for n in prof.numels],
                                           ready_s=[float(r) for r in prof.param_ready_s],
                                           need_s=[float(r) for r in prof.need_times()]))
-            report = Report(self, tables, monitor_columns)
+            progress = Progress(None, cfg.progress)
+            report = Report(setup, tables, monitor_columns, progress,
+                            tag_entries=cfg.interleave_sync and len(cfg.sync) > 1)
             print(self._header())
             sys.stdout.flush()
+        fault = FaultHook()     # numbers the steps over the whole job
         runs = []
-        self.steps_done = 0
         try:
-            for name, base, schedule in cfg.sync_entries():
-                sync, error = self._build_sync(base)
+            for label, section, schedule in cfg.sync_entries():
+                sync, error = self._build_sync(section)
                 if error:
                     if report is not None:
-                        report.skipped(name, error)
+                        report.skipped(label, error, schedule)
                     continue
-                runs.append(SyncRun(self, name, sync, report, schedule))
-            if report is not None:
-                report.start(sum(r.total_steps() for r in runs))
-            self._drive([r.execute() for r in runs], cfg.interleave_sync)
+                runs.append(self._loop(label, sync, schedule, [fault, report, progress]))
+            if progress is not None:
+                progress.bar.reset(total=sum(r.plan.total_steps for r in runs))
+            self._drive([r.run() for r in runs], cfg.interleave_sync)
         finally:
             for r in runs:
-                r.close()
+                r.ctx.sync.close()      # the active one: a policy may have switched it
         if report is not None:
-            report.close()
+            progress.close()
             report.comparison()
+            sys.stdout.flush()
         return 0
+
+    def _loop(self, label: str, sync, schedule: str, job_hooks):
+        """One entry's loop: its context, its hooks (fault point, monitors, then rank 0's report and bar)."""
+        from hpcbench.train.context import BatchState, TrainContext
+        from hpcbench.train.hooks import MonitorHook
+        from hpcbench.train.loop import TrainLoop
+        from hpcbench.train.plan import MeasuredPlan
+
+        cfg, comm = self.cfg, self.comm
+        monitors = MonitorHook(cfg.monitors, cfg.monitor_interval, cfg.interleave_monitors)
+        plan = MeasuredPlan(cfg.warmup, cfg.iterations, cfg.batches_per_iter, [v for v, _ in monitors.variants])
+        state = BatchState((cfg.batch_size,) * comm.size, cfg.lr, comm.rank)
+        ctx = TrainContext(self.setup, label, sync, schedule, self.setup.bucket_order(sync, schedule), state,
+                           plan=plan)
+        fault, *rank0 = job_hooks
+        policies = self._policies(label)
+        hooks = [fault, monitors, *([policies] if policies else []), *(h for h in rank0 if h is not None)]
+        return TrainLoop(ctx, hooks, plan, policies)
+
+    def _policies(self, label: str):
+        """A fresh :class:`~hpcbench.train.policyhook.PolicyHook` of the configured policies for entry ``label``'s
+        run (one per run: policies keep state), or None without policies."""
+        if not self.cfg.policies:
+            return None
+        from hpcbench.policies import POLICIES
+        from hpcbench.train.policyhook import PolicyHook
+
+        built = [(name, POLICIES[s.name](s)) for name, s in zip(self.cfg.policy_names(), self.cfg.policies)]
+        return PolicyHook(built, self.comm)
 
     @staticmethod
     def _drive(gens: list, interleave: bool) -> None:
-        """Run the synchronisers one after the other, or their iterations in turn (round robin)."""
+        """Run the entries one after the other, or their iterations in turn (round robin)."""
         if not interleave:
             for g in gens:
                 for _ in g:
@@ -257,15 +291,12 @@ class TrainJob(Job):
 
         return [f"{m}_{out}" for m in self.cfg.monitors for out in MONITORS[m].outputs]
 
-    def _build_sync(self, name: str):
-        from hpcbench.sync import SyncOptions, Unavailable, build
+    def _build_sync(self, section):
+        from hpcbench.sync import Unavailable, build
 
-        cfg = self.cfg
-        opts = SyncOptions(algorithm=cfg.algorithm, compressor=cfg.compressor, compress_ratio=cfg.compress_ratio,
-                           alpha=cfg.sma_alpha, bucket_bytes=self.bucket_bytes, seed=cfg.seed)
         sync, error = None, None
         try:
-            sync = build(name, self.sync_comm, self.transport, opts)
+            sync = build(section, self.sync_comm, self.transport, bucket_bytes=self.bucket_bytes, seed=self.cfg.seed)
         except Unavailable as exc:
             error = str(exc)
         error = agree(self.comm, error)

@@ -1,111 +1,128 @@
-"""One synchroniser's run: warm-up, then measured iterations of ``batches_per_iter`` steps (KungFu's recipe).
+"""The step loop: one synchroniser entry's run, step by step, with hooks.
 
-With ``interleave_monitors`` the measured iterations cycle through the
-variants ``none``, then each monitor alone (figure 8: the same model keeps
-training; each variant's throughput comes from the iterations it ran, so slow
-drifts of the machine's load fall on every variant alike).
+Per step ``t`` of a run, on every rank:
+
+1. the plan names the step (:class:`hpcbench.train.plan.MeasuredPlan`), and
+   the policies' decisions due before it are applied;
+2. ``before_epoch`` (when a new epoch starts, and before the first step)
+   and ``before_step`` hooks, in list order;
+3. the replica trains the step on this worker's slice of the data
+   (:meth:`hpcbench.train.data.DigitsTask.take`, sized by the context's
+   :class:`~hpcbench.train.context.BatchState`);
+4. the step's numbers go to rank 0 (every rank, when a policy asks for them
+   everywhere) and become its :class:`~hpcbench.policies.telemetry.Telemetry`;
+5. ``after_step`` hooks in reverse order, then ``after_epoch`` hooks (reverse
+   order) when the step completed an epoch;
+6. the policies' proposals are agreed (:class:`hpcbench.train.policyhook.PolicyHook`),
+   and the decisions due before the next step are applied when it starts.
+
+After the last step the replica completes what is in flight and the
+``after_train`` hooks run (reverse order). The run is a generator that
+yields after the warm-up and after each measured iteration, so that the job
+can run several synchronisers' iterations in turn (``interleave_sync``).
 """
 
 from __future__ import annotations
 
-from hpcbench.runtime.lifecycle import fault_point
+from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.heap import trim_heap
+from hpcbench.runtime.wait import sleep_allgather, sleep_gather
+from hpcbench.train.tables import STEP_FIELDS
 
-__all__ = ["SyncRun", "variants"]
-
-
-def variants(monitors, interleave: bool) -> list[tuple[str, list]]:
-    """``(name, monitors)`` of each variant: all monitors together, or none and each alone in turn."""
-    if interleave:
-        return [("none", []), *((m.name, [m]) for m in monitors)]
-    return [("+".join(m.name for m in monitors) or "none", list(monitors))]
+__all__ = ["TrainLoop", "build_worker"]
 
 
-class SyncRun:
-    """Train a fresh replica (same seed on every rank) with synchroniser ``sync``.
+def build_worker(ctx, model=None):
+    """The run's replica with its active synchroniser: the real model (a new one from the seed, or ``model``,
+    e.g. after a switch of synchroniser), or the emulated timeline on numpy buffers (no torch in the process
+    unless rank 0 profiled the model)."""
+    setup, s = ctx.setup, ctx.setup.settings
+    if s.compute == "real":
+        from hpcbench.train.models import build_model
+        from hpcbench.train.worker import Worker
+
+        model = model if model is not None else build_model(s.model, s.seed)
+        return Worker(model, ctx.sync, setup.profile, ctx.state, s.bucket_bytes, s.overlap, setup.dilation,
+                      ctx.order)
+    from hpcbench.train.emulated import EmulatedWorker
+
+    return EmulatedWorker(ctx.sync, setup.profile, ctx.state, s.batch_size, s.bucket_bytes, s.overlap,
+                          setup.dilation, ctx.order)
+
+
+class TrainLoop:
+    """Run one entry's steps with hooks (see the module docstring).
 
     Parameters
     ----------
-    job : hpcbench.train.job.TrainJob
-        Prepared job (config, profile, data, dilation).
-    name : str
-        Synchroniser name.
-    sync : hpcbench.sync.Synchroniser
-    report : hpcbench.train.report.Report or None
-        Rank 0's recorder (None elsewhere).
-    schedule : {"fifo", "priority"}
-        Bucket schedule (:mod:`hpcbench.train.priority`).
+    ctx : hpcbench.train.context.TrainContext
+        The run's context (its ``worker`` is built by :meth:`run`).
+    hooks : sequence of hpcbench.train.hooks.Hook
+        In order: before-methods run first to last, after-methods last to first.
+    plan : object with ``next(ctx) -> StepInfo | None``
+    policies : hpcbench.train.policyhook.PolicyHook, optional
+        The policies' hook (also in ``hooks``): at the end of each step the
+        loop asks it to agree on the step's decisions; before each step it
+        applies those due (:func:`hpcbench.train.decisions.apply_decision`)
+        and tells every hook (``on_decision``).
     """
 
-    def __init__(self, job, name: str, sync, report, schedule: str = "fifo") -> None:
-        cfg = job.cfg
-        self.job, self.name, self.sync, self.report = job, name, sync, report
-        self.worker = None      # built by execute(): one replica's buffers alive at a time unless interleaved
-        self.monitors = []
-        if cfg.monitors:    # the monitors import torch
-            from hpcbench.monitors import build_monitor
+    def __init__(self, ctx, hooks, plan, policies=None) -> None:
+        self.ctx, self.hooks, self.plan, self.policies = ctx, list(hooks), plan, policies
+        self.reversed = self.hooks[::-1]
+        #: every rank gets every rank's numbers (a policy reads them), else rank 0 only
+        self.gather_all = bool(policies is not None and policies.needs_all_ranks)
 
-            self.monitors = [build_monitor(m, interval=cfg.monitor_interval) for m in cfg.monitors]
-        self.variants = variants(self.monitors, cfg.interleave_monitors)
-        self.order = job.bucket_order(sync, schedule)     # None: FIFO
+    def run(self):
+        """Train every step of the plan; a generator yielding each iteration's index at its last step."""
+        ctx, comm = self.ctx, self.ctx.comm
+        data = ctx.setup.data if ctx.setup.settings.compute == "real" else None
+        ctx.worker = build_worker(ctx)
+        try:
+            for h in self.hooks:
+                h.before_train(ctx)
+            started = -1
+            while (info := self.plan.next(ctx)) is not None:
+                self._apply(info.step)
+                ctx.info = info
+                epoch = ctx.epoch
+                if epoch > started:
+                    started = epoch
+                    for h in self.hooks:
+                        h.before_epoch(ctx)
+                for h in self.hooks:
+                    h.before_step(ctx)
+                sizes = ctx.state.sizes
+                batch = data.take(ctx.samples, sizes) if data is not None else None
+                rec = ctx.worker.step(info.step, batch, ctx.monitors_due)
+                local = rec.vector()
+                ranks = sleep_allgather(comm, local) if self.gather_all else sleep_gather(comm, local)
+                tel = Telemetry(info.step, epoch, STEP_FIELDS, local, ranks, rec.monitor_values, sizes)
+                ctx.samples += int(sum(sizes))
+                for h in self.reversed:
+                    h.after_step(ctx, tel)
+                if ctx.epoch > epoch:
+                    for h in self.reversed:
+                        h.after_epoch(ctx)
+                if self.policies is not None:
+                    self.policies.agree(ctx)
+                if info.last:
+                    yield info.iteration
+            ctx.worker.flush()
+            for h in self.reversed:
+                h.after_train(ctx)
+        finally:
+            ctx.worker.close()
+            ctx.worker = None      # free its buffers before the next synchroniser's
+            trim_heap()
 
-    def _build_worker(self):
-        """This synchroniser's replica: the real model, or the emulated timeline on numpy buffers (no torch
-        in the process unless rank 0 profiled the model)."""
-        cfg, job, sync = self.job.cfg, self.job, self.sync
-        if cfg.compute == "real":
-            from hpcbench.train.models import build_model
-            from hpcbench.train.worker import Worker
+    def _apply(self, step: int) -> None:
+        """Apply the agreed decisions due before ``step`` and tell every hook."""
+        if self.policies is None:
+            return
+        from hpcbench.train.decisions import apply_decision
 
-            return Worker(build_model(cfg.model, cfg.seed), sync, job.profile, job.data, cfg.batch_size,
-                          cfg.lr, job.bucket_bytes, cfg.overlap, job.dilation, self.order)
-        from hpcbench.train.emulated import EmulatedWorker
-
-        return EmulatedWorker(sync, job.profile, job.bucket_bytes, cfg.overlap, job.dilation, self.order)
-
-    def total_steps(self) -> int:
-        """Warm-up plus measured steps."""
-        cfg = self.job.cfg
-        return cfg.warmup + cfg.iterations * len(self.variants) * cfg.batches_per_iter
-
-    def execute(self):
-        """Run every step; a generator that yields after the warm-up and after each measured iteration, so
-        that the job can run several synchronisers' iterations in turn (``interleave_sync``)."""
-        from hpcbench.train.job import _gather
-
-        cfg, job = self.job.cfg, self.job
-        self.worker = self._build_worker()
-        n_iter = cfg.iterations * len(self.variants)
-        if self.report is not None:
-            self.report.start_sync(self.name, self.sync, self.order)
-        schedule = [(-1, self.variants[0])] * cfg.warmup
-        for it in range(n_iter):
-            schedule += [(it, self.variants[it % len(self.variants)])] * cfg.batches_per_iter
-        for t, (it, (vname, mons)) in enumerate(schedule):
-            job.steps_done += 1
-            fault_point(job.steps_done)
-            rec = self.worker.step(t, [m for m in mons if m.due(t)])
-            gathered = _gather(job.comm, rec.vector())
-            last = t + 1 == len(schedule) or schedule[t + 1][0] != it
-            if self.report is not None:
-                self.report.step(self.name, vname, it, t, gathered, rec.monitor_values)
-                if it >= 0 and last:
-                    acc = float("nan")
-                    if self.worker.model is not None:
-                        self.worker.flush()     # rank 0 only: the others' progress threads (or next forward) join it
-                        acc = job.data.accuracy(self.worker.model)
-                    self.report.iteration(self.name, vname, it, acc)
-            if last:
-                yield it
-        self.worker.flush()
-        if self.report is not None:
-            self.report.finish_sync(self.name, self.sync, [v for v, _ in self.variants], self.order)
-        self.worker.close()
-        self.worker = None      # free its buffers before the next synchroniser's
-        trim_heap()
-
-    def close(self) -> None:
-        """Remove hooks and close the synchroniser (collective)."""
-        if self.worker is not None:
-            self.worker.close()
-        self.sync.close()
+        for name, decision, decided in self.policies.due(step):
+            applied = apply_decision(self.ctx, name, decision, decided, step)
+            for h in self.hooks:
+                h.on_decision(self.ctx, applied)

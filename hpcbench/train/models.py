@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from hpcbench.runtime.registry import Registry
+
 if TYPE_CHECKING:   # the registry is read by config validation on every rank, torch or not
     from torch import nn
 
@@ -45,21 +47,25 @@ class ModelSpec:
         ``build() -> nn.Module`` (random initialisation from torch's current seed).
     task : {"synthetic", "digits"}
         Its data: KungFu's random images with 1000 classes, or the digits.
+    train_samples : int or None
+        Samples of its training set (one epoch), or None (random images: no
+        training set, no epochs unless the job gives ``epoch_size``).
     """
 
     build: Callable[[], nn.Module]
     task: str
+    train_samples: int | None = None
 
 
 #: model name -> spec
-MODELS: dict[str, ModelSpec] = {
+MODELS: Registry[ModelSpec] = Registry("model", {
     "resnet18": ModelSpec(_torchvision("resnet18"), "synthetic"),
     "resnet50": ModelSpec(_torchvision("resnet50"), "synthetic"),
     "mobilenet_v2": ModelSpec(_torchvision("mobilenet_v2"), "synthetic"),
     "vgg16": ModelSpec(_torchvision("vgg16"), "synthetic"),
-    "digits_mlp": ModelSpec(_digits("DigitsMLP"), "digits"),
-    "digits_cnn": ModelSpec(_digits("DigitsCNN"), "digits"),
-}
+    "digits_mlp": ModelSpec(_digits("DigitsMLP"), "digits", 1347),     # 75 % of the 1,797 digits
+    "digits_cnn": ModelSpec(_digits("DigitsCNN"), "digits", 1347),
+})
 
 
 def build_model(name: str, seed: int) -> nn.Module:
@@ -67,7 +73,7 @@ def build_model(name: str, seed: int) -> nn.Module:
 
     Raises
     ------
-    KeyError
+    hpcbench.runtime.registry.UnknownName
         Unknown name (configs validate names against :data:`MODELS` first).
     """
     import torch

@@ -9,7 +9,8 @@ STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "
 
 
 def make_tables(results, monitor_columns: list[str]) -> dict:
-    """Create the ``steps``, ``iterations``, ``summary``, ``buckets`` and ``profile`` tables; returns them by name."""
+    """Create the ``steps``, ``iterations``, ``summary``, ``buckets``, ``profile`` and ``decisions`` tables;
+    returns them by name."""
     from hpcbench.results import Column as C
 
     steps = results.table("steps", [
@@ -26,8 +27,10 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("wait_s", "float64", "s", "wait for the slowest rank's compute (max compute - own), mean over ranks"),
         C("hidden_fraction", "float64", "1", "1 - (exposed / span): share of communication hidden, mean"),
         C("monitor_s", "float64", "s", "time in monitors, mean over ranks"),
+        C("global_batch", "int64", "1", "samples of the step over all workers (the batch sizes in effect then)"),
+        C("batch_size", "float64", "1", "global_batch / workers (each worker's, when all are equal)"),
         C("samples_per_s_worker", "float64", "1/s", "batch_size / step_s"),
-        C("samples_per_s_total", "float64", "1/s", "workers x batch_size / step_s"),
+        C("samples_per_s_total", "float64", "1/s", "global_batch / step_s"),
         C("loss", "float64", "1", "training loss, mean over ranks (NaN: emulated)"),
         C("local_sq_norm", "float64", "1", "rank 0's |g_local|^2 before synchronisation (NaN: not measured)"),
         *[C(name, "float64", "1", "monitor output (NaN: not observed this step)") for name in monitor_columns],
@@ -35,7 +38,7 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
     iters = results.table("iterations", [
         C("sync", "str", "", ""), C("variant", "str", "", ""),
         C("iteration", "int64", "1", "measured iteration, from 0"),
-        C("img_per_s_worker", "float64", "1/s", "batch_size x batches_per_iter / sum of step_s (KungFu's "
+        C("img_per_s_worker", "float64", "1/s", "sum of the steps' batch_size / sum of their step_s (KungFu's "
                                                  "'img/sec per worker')"),
         C("accuracy", "float64", "1", "rank 0 replica's held-out accuracy after the iteration (digits)"),
     ], "one row per measured iteration")
@@ -75,4 +78,17 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("ready_s", "float64", "s", "gradient accumulated, from the start of backward (as replayed)"),
         C("need_s", "float64", "s", "first used by forward, from its start (as replayed)"),
     ], "the compute profile the run replayed, per parameter (profile_file: of a later run)")
-    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile}
+    decisions = results.table("decisions", [
+        C("sync", "str", "", "the entry whose run it changed"),
+        C("step", "int64", "1", "the step it took effect before (from 0)"),
+        C("decided_step", "int64", "1", "the step after which the ranks agreed on it (-1: before training)"),
+        C("policy", "str", "", "the policy that decided"),
+        C("batch_size", "str", "", "new per-worker batch size ('' unchanged; per worker: comma-separated)"),
+        C("learning_rate", "float64", "1", "new learning rate (NaN: unchanged)"),
+        C("synchroniser", "str", "", "new synchroniser ('' unchanged)"),
+        C("algorithm", "str", "", "new allreduce algorithm ('' unchanged)"),
+        C("workers", "int64", "1", "new worker count (-1: unchanged)"),
+        C("reason", "str", "", "the policy's reason"),
+    ], "one row per decision a policy made and the loop applied")
+    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile,
+            "decisions": decisions}

@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     from hpcbench.collectives.cost import link_beta
     from hpcbench.collectives.linkmodel import parse_rate
     from hpcbench.results import read_attrs, read_table
-    from hpcbench.sync import get, names
-    from hpcbench.train.predict import predict_step
+    from hpcbench.sync import SYNCHRONISERS
+    from hpcbench.train.predict import link_cost, predict_step
     from hpcbench.train.profile import ComputeProfile
 
     ap = argparse.ArgumentParser(prog="hpcbench.train.whatif", description=__doc__.split("\n\n")[0])
@@ -52,15 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{attrs['model']}: compute {1e3 * prof.compute_s:.1f} ms per step, {int(np.sum(b['bytes'])) / 1e6:.1f} MB "
           f"in {len(b['bytes'])} buckets, link {args.bandwidth}, latency {args.latency_s:g} s, schedule {args.schedule}")
     print(f"{'sync':<18} {'model':<18} " + " ".join(f"{'p=' + str(p):>14}" for p in args.workers))
-    for name in names():
-        cls = get(name)
+    for name, cls in SYNCHRONISERS.items():
         model = cls.cost_model
         if model is None or not cls.uses_transport:
             continue
         cells = []
         for p in args.workers:
-            step, eff, _ = predict_step(prof, b["bytes"], b["ready_s"], model, p, args.latency_s, beta, cls.averages,
-                                        args.schedule, b.get("need_s"))
+            cost = link_cost(cls, p, args.latency_s, beta)
+            step, eff, _ = predict_step(prof, b["bytes"], b["ready_s"], cost, cls.averages, args.schedule,
+                                        b.get("need_s"))
             cells.append(f"{eff:>6.3f} ({1e3 * step:>5.0f}ms)")
         print(f"{name:<18} {model:<18} " + " ".join(cells))
     return 0

@@ -30,11 +30,10 @@ class Worker:
     sync : hpcbench.sync.Synchroniser
     profile : hpcbench.train.profile.ComputeProfile
         Parameter sizes (the bucket plan).
-    data : object with ``batch(step)``
-    batch_size : int
-        Samples per step on this worker.
-    lr : float
-        SGD learning rate.
+    state : hpcbench.train.context.BatchState
+        The run's batch sizes and learning rate (read at each step; the
+        starting learning rate is ``state.lr``, later ones arrive through
+        :meth:`set_learning_rate`).
     bucket_bytes : int
     overlap : bool
         Start each bucket during backward (False: all after backward).
@@ -46,10 +45,10 @@ class Worker:
         pre-hook of the next forward, once the bucket is reduced; None: FIFO.
     """
 
-    def __init__(self, model, sync, profile, data, batch_size: int, lr: float, bucket_bytes: int,
-                 overlap: bool, dilation, order=None) -> None:
-        self.model, self.sync, self.profile, self.data = model, sync, profile, data
-        self.batch_size = batch_size
+    def __init__(self, model, sync, profile, state, bucket_bytes: int, overlap: bool, dilation,
+                 order=None) -> None:
+        self.model, self.sync, self.profile, self.state = model, sync, profile, state
+        lr = state.lr
         self.dilation, self.clock = dilation, dilation.now
         self.overlap = overlap
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -100,6 +99,12 @@ class Worker:
             self._bucket_opts[b].zero_grad()
             self._pending[b] = False
 
+    def set_learning_rate(self, lr: float) -> None:
+        """Take SGD steps of ``lr`` from now on (every optimizer of this replica)."""
+        for opt in [self.optimizer, *getattr(self, "_bucket_opts", ())]:
+            for group in opt.param_groups:
+                group["lr"] = lr
+
     def flush(self) -> None:
         """``schedule: priority``: apply what the last step left (before evaluating or reading the model)."""
         if self.order is not None:
@@ -132,16 +137,17 @@ class Worker:
         return end - t0
 
     # -- one step ---------------------------------------------------------------------------------
-    def step(self, t: int, monitors=()) -> StepRecord:
-        """Run training step ``t``; ``monitors`` observe it (gradient synchronisers only)."""
+    def step(self, t: int, batch, monitors=()) -> StepRecord:
+        """Run training step ``t`` on ``batch`` (inputs, labels); ``monitors`` observe it (gradient
+        synchronisers only)."""
         if self.sync.averages == "gradients":
-            return self._real_gradients(t, monitors)
+            return self._real_gradients(t, batch, monitors)
         if self.sync.averages == "models":
-            return self._real_models(t)
-        return self._real_wrapped(t)
+            return self._real_models(t, batch)
+        return self._real_wrapped(batch)
 
-    def _forward_backward(self, t: int) -> float:
-        x, y = self.data.batch(t)
+    def _forward_backward(self, batch) -> float:
+        x, y = batch
         loss = torch.nn.functional.cross_entropy(self.model(x), y)
         loss.backward()
         return float(loss.detach())
@@ -157,19 +163,19 @@ class Worker:
         b = self.buckets
         view = GradientView(step=t, local_sq_norm=b.local_sq_norm,
                             local_grads=b.views(self.params, b.local) if keep else None,
-                            global_grads=global_grads, local_batch=self.batch_size,
-                            global_batch=self.batch_size * self.sync.comm.size, comm=self.sync.comm)
+                            global_grads=global_grads, local_batch=self.state.local,
+                            global_batch=self.state.global_batch, comm=self.sync.comm)
         for m in monitors:
             rec.monitor_values.update({f"{m.name}_{k}": float(v) for k, v in m.observe(view).items()})
 
-    def _real_gradients(self, t: int, monitors) -> StepRecord:
+    def _real_gradients(self, t: int, batch, monitors) -> StepRecord:
         if self.order is not None:
-            return self._priority_gradients(t, monitors)
+            return self._priority_gradients(t, batch, monitors)
         rec = StepRecord()
         keep = any(m.needs_local_grads for m in monitors)
         self.buckets.begin(keep_local=keep)
         t0 = self.clock()
-        rec.loss = self._forward_backward(t)
+        rec.loss = self._forward_backward(batch)
         t1 = self.clock()
         self.buckets.finish()
         t2 = self.clock()
@@ -184,13 +190,13 @@ class Worker:
         rec.comm_span_s = self.buckets.times.span()
         return rec
 
-    def _real_models(self, t: int) -> StepRecord:
+    def _real_models(self, t: int, batch) -> StepRecord:
         rec = StepRecord()
         t0 = self.clock()
         vec = torch.nn.utils.parameters_to_vector(self.params).detach()
         buf = vec.clone()
         self._start_model(buf, t)
-        rec.loss = self._forward_backward(t)
+        rec.loss = self._forward_backward(batch)
         t1 = self.clock()
         rec.comm_span_s = self._finish_model(t0)
         t2 = self.clock()
@@ -201,17 +207,17 @@ class Worker:
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
         return rec
 
-    def _real_wrapped(self, t: int) -> StepRecord:
+    def _real_wrapped(self, batch) -> StepRecord:
         rec = StepRecord()
         self._norm = 0.0
         t0 = self.clock()
-        rec.loss = self._forward_backward(t)
+        rec.loss = self._forward_backward(batch)
         self._optimize()
         rec.step_s = self.clock() - t0
-        rec.local_sq_norm = self._norm if self.sync.name == "ddp" else math.nan
+        rec.local_sq_norm = self._norm if self.sync.sees_local_buckets else math.nan
         return rec
 
-    def _priority_gradients(self, t: int, monitors) -> StepRecord:
+    def _priority_gradients(self, t: int, batch, monitors) -> StepRecord:
         """``schedule: priority``: the forward updates each bucket's parameters before their first use
         (waiting for the last step's reduction); backward releases this step's buckets in their order and the
         step ends without waiting, unless a monitor is due (it needs the reduced gradients now)."""
@@ -220,7 +226,7 @@ class Worker:
         self._waited = 0.0
         had = any(self._pending)
         t0 = self.clock()
-        x, y = self.data.batch(t)
+        x, y = batch
         loss = torch.nn.functional.cross_entropy(self.model(x), y)
         self.flush()        # parameters the forward did not use
         rec.comm_span_s = self.buckets.times.span() if had else 0.0     # the last step's reductions

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from hpcbench.runtime.dilation import NO_DILATION
-from hpcbench.sync import SyncOptions, Unavailable, build, names
+from hpcbench.sync import Unavailable, get, names
+from hpcbench.train.context import BatchState
 from hpcbench.train.data import DigitsTask
 from hpcbench.train.models import build_model
 from hpcbench.train.profile import ComputeProfile
@@ -33,25 +34,37 @@ def _profile(model) -> ComputeProfile:
     return ComputeProfile(0.0, 0.0, 0.0, np.zeros(len(numels)), numels)
 
 
-def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, order=None, **opts):
+def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, order=None, seed=0, **opts):
     torch.set_num_threads(1)
     try:
-        sync = build(name, comm, None, SyncOptions(bucket_bytes=bucket_bytes, **opts))
+        sync = get(name)(comm, None, get(name).Config(**opts), bucket_bytes=bucket_bytes, seed=seed)
     except Unavailable as exc:
         pytest.skip(str(exc))
     m = build_model(model, 0)
-    data = DigitsTask(BATCH, 0, comm.rank, comm.size, arrays)
-    return Worker(m, sync, _profile(m), data, BATCH, lr, bucket_bytes, True, NO_DILATION, order), data
+    data = DigitsTask(0, comm.rank, comm.size, arrays)
+    state = BatchState((BATCH,) * comm.size, lr, comm.rank)
+    return Worker(m, sync, _profile(m), state, bucket_bytes, True, NO_DILATION, order), Feed(data, state)
+
+
+class Feed:
+    """The loop's part: each step, this worker's slice of the next global batch (sizes from the state)."""
+
+    def __init__(self, data, state):
+        self.data, self.state, self.position = data, state, 0
+
+    def __call__(self):
+        batch = self.data.take(self.position, self.state.sizes)
+        self.position += self.state.global_batch
+        return batch
 
 
 def _reference(comm, arrays, steps=STEPS):
     """One process training on every worker's batch at once (the global batch)."""
     model = build_model("digits_mlp", 0)
-    data = DigitsTask(BATCH * comm.size, 0, 0, 1, arrays)
-    data.global_batch = BATCH * comm.size
+    data = DigitsTask(0, 0, 1, arrays)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     for t in range(steps):
-        idx = torch.from_numpy(DigitsTask(BATCH, 0, 0, comm.size, arrays).global_indices(t))
+        idx = torch.from_numpy(data.stream(t * BATCH * comm.size, BATCH * comm.size))
         loss = torch.nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
         loss.backward()
         opt.step()
@@ -61,13 +74,12 @@ def _reference(comm, arrays, steps=STEPS):
 
 @pytest.mark.parametrize("name", ALLREDUCE)
 def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, arrays, name):
-    opts = {"compressor": "none"} if name == "compressed" else {}
-    worker, _ = _worker(name, comm, arrays, **opts)
+    worker, feed = _worker(name, comm, arrays)
     try:
         if worker.buckets is not None:
             assert len(worker.plan.buckets) > 1            # several buckets, started during backward
         for t in range(STEPS):
-            rec = worker.step(t)
+            rec = worker.step(t, feed())
             assert rec.step_s > 0 and np.isfinite(rec.loss)
         got = [p.detach() for p in worker.model.parameters()]
     finally:
@@ -86,13 +98,13 @@ def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, ar
 
 
 def test_local_squared_norm_is_the_norm_before_synchronisation(comm, arrays):
-    worker, data = _worker("ring", comm, arrays)
+    worker, feed = _worker("ring", comm, arrays)
     try:
         model_copy = build_model("digits_mlp", 0)
-        x, y = data.batch(0)
+        x, y = batch = feed()
         torch.nn.functional.cross_entropy(model_copy(x), y).backward()
         want = sum(float(p.grad.double().pow(2).sum()) for p in model_copy.parameters())
-        rec = worker.step(0)
+        rec = worker.step(0, batch)
     finally:
         worker.close()
     assert rec.local_sq_norm == pytest.approx(want, rel=1e-6)
@@ -104,8 +116,8 @@ def test_compressed_is_the_dense_allreduce_of_the_decompressed_contributions(com
     from hpcbench.compress import registry
     from hpcbench.compress.memory import ErrorFeedback
 
-    sync = build("compressed", comm, None, SyncOptions(compressor=compressor, seed=3, **({"compress_ratio": 0.1}
-                                                                                     if opts else {})))
+    section = {"name": compressor, "ratio": opts.get("compress_ratio")}
+    sync = get("compressed")(comm, None, get("compressed").Config(compressor=section), seed=3)
     ref = registry.build(compressor, compress_ratio=opts.get("compress_ratio"), seed=3 * 1009 + comm.rank)
     mem = ErrorFeedback()
     gen = torch.Generator().manual_seed(comm.rank)
@@ -126,15 +138,15 @@ def test_compressed_is_the_dense_allreduce_of_the_decompressed_contributions(com
 
 @pytest.mark.parametrize("name", ["sma", "pair"])
 def test_model_averaging_converges_on_digits(comm, arrays, name):
-    worker, data = _worker(name, comm, arrays, lr=0.3, seed=1)
+    worker, feed = _worker(name, comm, arrays, lr=0.3, seed=1)
     try:
-        first = [worker.step(t).loss for t in range(5)]
+        first = [worker.step(t, feed()).loss for t in range(5)]
         for t in range(5, 200):
-            rec = worker.step(t)
-        last = [worker.step(t).loss for t in range(200, 210)]
+            rec = worker.step(t, feed())
+        last = [worker.step(t, feed()).loss for t in range(200, 210)]
     finally:
         worker.close()
-    acc = data.accuracy(worker.model)
+    acc = feed.data.accuracy(worker.model)
     assert np.mean(last) < 0.5 * np.mean(first)
     assert acc > 0.85, acc
     assert rec.comm_span_s >= 0 and np.isfinite(rec.exposed_s)
@@ -152,10 +164,10 @@ def test_priority_schedule_trains_the_same_model_as_fifo(comm, arrays, name, mod
     n = len(BucketPlan([p.numel() for p in build_model(model, 0).parameters()], 200).buckets)
     assert n > 2
     for order in (None, list(range(n))[::-1]):
-        worker, _ = _worker(name, comm, arrays, model=model, bucket_bytes=200, order=order)
+        worker, feed = _worker(name, comm, arrays, model=model, bucket_bytes=200, order=order)
         gns = build_monitor("gns", interval=1)
         try:
-            recs = [worker.step(t, [gns] if t == 1 else []) for t in range(STEPS)]   # a monitor step too
+            recs = [worker.step(t, feed(), [gns] if t == 1 else []) for t in range(STEPS)]   # a monitor step too
             worker.flush()
             assert recs[1].monitor_values
             assert recs[2].comm_span_s > 0 and recs[2].exposed_s >= 0      # the last step's reductions, timed

@@ -19,6 +19,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from hpcbench.bench.collectives.reference import as_dtype, pattern
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["OPS", "REDOPS", "Buffers", "make_buffers", "Backend", "MPIBackend", "GlooBackend",
            "HorovodBackend", "Custom", "BASELINES", "custom_algorithms"]
@@ -334,7 +335,8 @@ class Custom(Backend):
 
 
 #: the baselines, by ``--algorithms`` name (the custom algorithms come from the core's registry)
-BASELINES: dict[str, type[Backend]] = {b.name: b for b in (MPIBackend, GlooBackend, HorovodBackend)}
+BASELINES: Registry[type[Backend]] = Registry("baseline", {b.name: b for b in (MPIBackend, GlooBackend,
+                                                                             HorovodBackend)})
 
 
 def custom_algorithms(op: str) -> list[str]:

@@ -41,6 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from hpcbench.runtime.registry import Registry
+
 __all__ = ["Algorithm", "register", "register_schedule", "register_cost", "get", "find", "names",
            "ALGORITHMS"]
 
@@ -76,7 +78,7 @@ class Algorithm:
     cost: Callable | None = None
 
 
-ALGORITHMS: dict[str, Algorithm] = {}
+ALGORITHMS: Registry[Algorithm] = Registry("allreduce algorithm")
 
 
 def register(name: str, deterministic: bool, description: str):
@@ -108,15 +110,11 @@ def get(name: str) -> Algorithm:
 
     Raises
     ------
-    ValueError
-        If no algorithm has that name.
+    hpcbench.runtime.registry.UnknownName
+        If no algorithm has that name (a ``ValueError``; the message lists the registered ones).
     """
     _load()
-    try:
-        return ALGORITHMS[name]
-    except KeyError:
-        raise ValueError(f"algorithm: unknown allreduce algorithm {name!r}; choose from "
-                         f"{', '.join(['auto', *sorted(ALGORITHMS)])}") from None
+    return ALGORITHMS[name]
 
 
 def find(name: str) -> Algorithm | None:

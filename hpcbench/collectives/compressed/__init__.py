@@ -48,6 +48,7 @@ from hpcbench.collectives.compressed.sparse_sum import SparseSum
 from hpcbench.collectives.transport import Transport
 from hpcbench.compress.base import Compressor
 from hpcbench.compress.memory import Memory, NoMemory
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["compressed_allreduce", "icompressed_allreduce", "dense_allreduce", "idense_allreduce",
            "CompressedRequest", "ALGORITHMS", "OUTPUTS", "SparseSum", "PhaseProfile", "Communicator",
@@ -126,13 +127,13 @@ class Communicator:
 
 
 #: communication pattern (``Compressor.kind``) -> communicator
-COMMUNICATORS: dict[str, Communicator] = {
+COMMUNICATORS: Registry[Communicator] = Registry("communication pattern", {
     "dense": Communicator(_dense),
     "sparse": Communicator(_sparse, sparse_output=True),
     "shared_sparse": Communicator(_shared_sparse, sparse_output=True),
     "quantized": Communicator(_quantized),
     "lowrank": Communicator(_lowrank),
-}
+})
 
 
 def communicator_for(compressor: Compressor) -> Communicator:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from hpcbench.fl.data.base import ClientShard, FederatedDataset
 from hpcbench.fl.data.digits import DigitsDataset
 from hpcbench.fl.data.shakespeare import ShakespeareDataset
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["DATASETS", "ClientShard", "FederatedDataset", "build_dataset"]
 
 #: dataset name -> class taking ``(DatasetConfig, seed)``
-DATASETS: dict[str, type[FederatedDataset]] = {
+DATASETS: Registry[type[FederatedDataset]] = Registry("dataset", {
     "digits": DigitsDataset,
     "shakespeare": ShakespeareDataset,
-}
+})
 
 
 def build_dataset(cfg, seed: int, comm=None) -> FederatedDataset:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpcbench.fl.contracts import FLModel
+from hpcbench.runtime.registry import Registry
 
 if TYPE_CHECKING:  # torch is imported only where a torch engine needs it
     import torch
@@ -63,11 +64,11 @@ def _load(target: str):
 
 
 #: model name -> :class:`ModelEntry` (the class is built with ``build(ModelConfig, dataset)``)
-MODELS: dict[str, ModelEntry] = {
+MODELS: Registry[ModelEntry] = Registry("model", {
     "mlp": ModelEntry("hpcbench.fl.models.mlp:MLP", "features", "hpcbench.fl.models.numpy_mlp:NumpyMLP"),
     "logreg": ModelEntry("hpcbench.fl.models.logreg:LogReg", "features", "hpcbench.fl.models.numpy_mlp:NumpyMLP"),
     "charlstm": ModelEntry("hpcbench.fl.models.charlstm:CharLSTM", "tokens"),
-}
+})
 
 
 def build_model(cfg, dataset, seed: int) -> FLModel:

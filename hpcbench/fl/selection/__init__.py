@@ -2,11 +2,12 @@
 
 from hpcbench.fl.selection.oort import Oort
 from hpcbench.fl.selection.random import RandomSelector
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["SELECTORS", "RandomSelector", "Oort"]
 
 #: selector name -> :class:`hpcbench.fl.contracts.Selector` subclass, built from its own config section
-SELECTORS = {
+SELECTORS = Registry("selector", {
     "random": RandomSelector,
     "oort": Oort,
-}
+})
