@@ -143,6 +143,14 @@ class CollectivesJob(Job):
 
         return GPU_BASELINES
 
+    def memory_need(self):
+        """Four buffers of ``-e/--maxbytes`` per rank: input, output, the reference result and the
+        algorithm's scratch (a lower bound; the float64 pattern the inputs are made from is left out)."""
+        from hpcbench.runtime.memory import MemoryNeed
+
+        a = self.cfg
+        return MemoryNeed(4 * a.maxbytes, f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op})")
+
     def prepare(self) -> None:
         """Choose the device, start the baselines (gloo, Horovod, NCCL) and the ``--link`` transport (collective).
 
@@ -212,10 +220,16 @@ class CollectivesJob(Job):
                                    self.link, self.link_text(), _progress(), results)
             return self._sweep(results)
         finally:
-            for backend in self.backends.values():
-                backend.stop()
-            if self.link is not None:
-                self.link.free()
+            self.release()
+
+    def release(self) -> None:
+        """Stop the baselines (Horovod's thread calls MPI) and free the link transport (collective)."""
+        for backend in self.backends.values():
+            backend.stop()
+        self.backends = {}
+        if self.link is not None:
+            self.link.free()
+            self.link = None
 
     def _sweep(self, rf) -> int:
         from hpcbench.bench.collectives.report import COLUMNS, busbw_factor, header, iters_for, row_text, sizes
