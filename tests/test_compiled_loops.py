@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 
 import numpy as np
 import pytest
@@ -16,22 +15,10 @@ from hpcbench.compress import ErrorFeedback, build, compressor_class, create, na
 from hpcbench.compress import _scan
 from hpcbench.compress._select import TopKSelector
 from hpcbench.runtime import jit
+from jittools import jit_off
 
 pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba not installed")
 SPECIAL = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-45, -1e-45, 3e38]
-
-
-@contextlib.contextmanager
-def jit_off():
-    old = os.environ.get("HPCBENCH_JIT")
-    os.environ["HPCBENCH_JIT"] = "off"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["HPCBENCH_JIT"]
-        else:
-            os.environ["HPCBENCH_JIT"] = old
 
 
 def data(n, seed, dtype, specials):

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "hpcbench"
 RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline", "hpcbench.cli",
            "hpcbench.results_command")
-CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime", "policies")
+CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime", "policies",
+        "optim", "controller", "telemetry")
 
 
 def _imports(path: Path) -> set[str]:

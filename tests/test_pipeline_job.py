@@ -44,6 +44,38 @@ def test_emulated_run_records_predicted_and_measured(tmp_path):
 
 
 @pytest.mark.mpi
+def test_chrome_trace_beside_the_results(tmp_path):
+    """Emulated, modelled links: every rank's F/B per micro-batch, waits, sends and steps, valid JSON."""
+    import json
+
+    from hpcbench.results.chrome_trace import validate
+
+    out = tmp_path / "t.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.pipeline", "jobs/configs/pipeline-quick.yaml", *SMALL,
+                       "--compute", "emulated", "--time_dilation", "20", "--link.kind", "model",
+                       "--allocators", "[even]", "--chrome_trace", "true", "--output", str(out)], timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    path = tmp_path / "t.trace.json"
+    assert read_attrs(out)["chrome_trace"] == str(path)
+    trace = json.loads(path.read_text())
+    validate(trace)
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    iterations = 1 + 3                                   # warm-up + measured
+    for rank in (0, 1):
+        mine = [e for e in spans if e["pid"] == rank]
+        assert sum(e["cat"] == "compute" for e in mine) == iterations * 2 * 4      # F and B per micro-batch
+        assert sum(e["name"].startswith("send") for e in mine) == iterations * 4
+        assert sum(e["cat"] == "optimizer" for e in mine) == iterations
+    waits = [e for e in spans if e["name"].startswith("wait activation") and e["pid"] == 1]
+    assert waits and all(e["dur"] >= 0 for e in waits)
+    # a given path that exists is refused (exit 2, no results file)
+    again = tmp_path / "again.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.pipeline", "jobs/configs/pipeline-quick.yaml", *SMALL,
+                       "--allocators", "[even]", "--chrome_trace", str(path), "--output", str(again)], timeout=120)
+    assert proc.returncode == 2 and "chrome_trace" in proc.stderr and not again.exists()
+
+
+@pytest.mark.mpi
 def test_real_run_trains(tmp_path):
     out = tmp_path / "r.h5"
     proc = run_mpi(2, ["-m", "hpcbench.pipeline", "jobs/configs/pipeline-quick.yaml", *SMALL,
@@ -59,6 +91,7 @@ def test_real_run_trains(tmp_path):
     (["--devices.speed", "fast"], "devices.speed"),
     (["--micro_batches", "3"], "micro_batches"),
     (["--devices.mem_cap_mb", "0.001"], "memory caps"),
+    (["--chrome_trace", "''"], "chrome_trace"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, args, needle):
     out = tmp_path / "bad.h5"

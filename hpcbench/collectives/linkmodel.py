@@ -43,7 +43,10 @@ from hpcbench.collectives.transport import P2PRequest, Transport, _mpi_buffer
 from hpcbench.runtime.dilation import NO_DILATION, TimeDilation
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest"]
+__all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest", "STELLATRAIN_WAN_MEANS_BPS"]
+
+#: StellaTrain's fluctuating wide-area settings: mean bandwidth 100 Mbit/s and 500 Mbit/s
+STELLATRAIN_WAN_MEANS_BPS = (100e6, 500e6)
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 
@@ -96,6 +99,59 @@ class BandwidthReplay:
         self.interval_s = float(interval_s)
         self.period_s = b.size * self.interval_s
         self._bits_per_period = float(b.sum() * self.interval_s)
+
+    @property
+    def mean_bps(self) -> float:
+        """Time-average bandwidth over one period, bit/s (equal intervals: the samples' mean)."""
+        return float(self.bits_per_s.mean())
+
+    def scaled_to_mean(self, mean_bps: float) -> "BandwidthReplay":
+        """The same replay with every rate scaled so that :attr:`mean_bps` is ``mean_bps``.
+
+        The shape of the fluctuation (ratios between samples, their timing) is kept.
+
+        Raises
+        ------
+        ValueError
+            ``mean_bps`` not a positive finite rate.
+        """
+        if not (mean_bps > 0 and math.isfinite(mean_bps)):
+            raise ValueError(f"mean_bps must be a positive finite rate, got {mean_bps!r}")
+        return BandwidthReplay(self.bits_per_s * (mean_bps / self.mean_bps), self.interval_s)
+
+    @classmethod
+    def mobiperf_wan(cls, mean_bps: float, interval_s: float = 1.0, path=None) -> "BandwidthReplay":
+        """A fluctuating wide-area link: the MobiPerf speed tests' means, in file order, scaled to ``mean_bps``.
+
+        One sample per speed test (each test's mean, kbit/s -> bit/s), each
+        lasting ``interval_s``, then :meth:`scaled_to_mean`. The bundled file
+        keeps each test's own samples sorted (their time order is lost, a
+        replayed row is a ramp), so the variation used is the one between
+        tests: 200 levels for the bundled file, whose coefficient of
+        variation the scaling keeps. StellaTrain's settings:
+        :data:`STELLATRAIN_WAN_MEANS_BPS` (100 and 500 Mbit/s).
+
+        Parameters
+        ----------
+        mean_bps : float
+            Time-average bandwidth wanted, bit/s.
+        interval_s : float
+            Modelled seconds each level lasts.
+        path : str, optional
+            A MobiPerf file (default the bundled one; read by
+            :func:`hpcbench.traces.load_mobiperf`, which raises its
+            ``TraceError`` on a bad file).
+
+        Raises
+        ------
+        ValueError
+            ``mean_bps`` or ``interval_s`` not positive, or a test whose mean is 0.
+        """
+        trace = _traces.load_mobiperf(path)
+        means = trace.mean_kbps(np.arange(len(trace))) * 1e3
+        if np.any(means <= 0):
+            raise ValueError(f"{trace.source}: a speed test with a zero mean cannot be replayed")
+        return cls(means, interval_s).scaled_to_mean(mean_bps)
 
     @classmethod
     def from_trace(cls, trace: _traces.BandwidthTrace, index: int = 0, interval_s: float = 1.0,

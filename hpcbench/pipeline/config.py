@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
 from hpcbench.allocation import ALLOCATORS, SCHEDULES
+from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict
+from hpcbench.traces.speed import check_speed_spec
 
 __all__ = ["ModelConfig", "DevicesConfig", "LinkConfig", "AdaptiveConfig", "PipelineConfig", "load_config",
            "flatten_keys", "ConfigError"]
@@ -53,16 +53,7 @@ class DevicesConfig(Strict):
     @field_validator("speed", "change_speed")
     @classmethod
     def _speed_form(cls, v):
-        if v is None:
-            return v
-        if isinstance(v, str):
-            if v != "trace" and not re.fullmatch(r"\s*[0-9]*\.?[0-9]+\s*:\s*1\s*", v):
-                raise ValueError(f"expected a list of factors, 'k:1' or 'trace', got {v!r}")
-            if v != "trace" and float(v.split(":")[0]) <= 0:
-                raise ValueError(f"ratio must be positive, got {v!r}")
-        elif not v or any(not (math.isfinite(x) and x > 0) for x in v):
-            raise ValueError(f"factors must be a non-empty list of positive numbers, got {v!r}")
-        return v
+        return v if v is None else check_speed_spec(v)
 
     @field_validator("mem_cap_mb")
     @classmethod
@@ -71,14 +62,6 @@ class DevicesConfig(Strict):
         if isinstance(v, list) and not v or any(not x > 0 for x in vals):
             raise ValueError(f"memory caps must be positive megabytes, got {v!r}")
         return v
-
-
-class LinkConfig(Strict):
-    """Point-to-point links: ``shared`` (MPI over shared memory) or ``model`` (latency, bandwidth)."""
-
-    kind: Literal["shared", "model"] = "shared"
-    latency_s: float = Field(0.0, ge=0.0)
-    bandwidth: str = "1Gbit"
 
 
 class AdaptiveConfig(Strict):
@@ -106,9 +89,21 @@ class PipelineConfig(Strict):
     time_dilation: float = Field(1.0, ge=1.0)
     milp_time_limit_s: float = Field(300.0, gt=0.0)
     devices: DevicesConfig = DevicesConfig()
-    link: LinkConfig = LinkConfig()
+    link: LinkConfig = LinkConfig(bandwidth="1Gbit")
+    """point-to-point links between stages (train's link section; trace_* keys are refused: constant rates)"""
     adaptive: AdaptiveConfig = AdaptiveConfig()
     progress: bool = False
+    chrome_trace: Union[bool, str] = Field(False, description=(
+        "write a Chrome trace JSON (Perfetto, chrome://tracing) of every rank's forward/backward per "
+        "micro-batch, waits, sends and optimizer steps: true for RUN.trace.json beside the HDF5 file, "
+        "or a path"))
+
+    @field_validator("chrome_trace")
+    @classmethod
+    def _trace_path(cls, v):
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("expected true, false or a file path, got an empty string")
+        return v
 
     @field_validator("schedule")
     @classmethod
@@ -127,6 +122,9 @@ class PipelineConfig(Strict):
 
     @model_validator(mode="after")
     def _batches(self):
+        if self.link.trace_index is not None:
+            raise ValueError(f"link.trace_index: {self.link.trace_index}: the pipeline's links have a constant "
+                             f"rate (link.bandwidth); trace replay is train's")
         if self.batch_size % self.micro_batches:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
                              f"({self.micro_batches})")

@@ -10,6 +10,7 @@ import numpy as np
 
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point
+from hpcbench.runtime.texttable import fmt
 
 __all__ = ["PipelineJob"]
 
@@ -50,6 +51,21 @@ def _tables(results):
     return alloc, iters, timeline
 
 
+def _trace_iteration(recorder, rec, allocator: str, iteration: int, opt_start: float, opt_end: float) -> None:
+    """One iteration of one rank as trace spans: compute per action, its input wait and its sends, the optimizer."""
+    t0 = rec.start_s
+    what = {"F": "activation", "B": "gradient"}
+    for kind, i, ready, start, end in rec.actions:
+        args = {"allocator": allocator, "iteration": iteration, "micro_batch": i}
+        if start > ready:
+            recorder.span("communication", f"wait {what[kind]} {i}", t0 + ready, t0 + start, **args)
+        recorder.span("compute", f"{kind} {i}", t0 + start, t0 + end, **args)
+    for kind, i, posted, done in rec.sends:
+        recorder.span("communication", f"send {what[kind]} {i}", t0 + posted, t0 + done,
+                      allocator=allocator, iteration=iteration, micro_batch=i)
+    recorder.span("optimizer", "step", opt_start, opt_end, allocator=allocator, iteration=iteration)
+
+
 class PipelineJob(Job):
     """Pipeline-parallel training of a BERT-style model, one stage per rank, under the shared lifecycle."""
 
@@ -72,11 +88,25 @@ class PipelineJob(Job):
 
         self.cfg = load_config(args.config, config_overrides(args))
         cfg, p = self.cfg, self.comm.size
+        trace = cfg.chrome_trace
+        if isinstance(trace, str):
+            from pathlib import Path
+
+            if Path(trace).is_dir():
+                raise InputError(f"chrome_trace: {trace!r} is a directory")
+            if Path(trace).exists() and not args.overwrite:
+                raise InputError(f"chrome_trace: {trace!r} exists; pass --overwrite to replace it")
         if cfg.model.layers + 3 < p:
             raise InputError(f"model.layers: {cfg.model.layers} encoder layers (+3) cannot fill {p} stages")
         if cfg.compute == "real" and cfg.time_dilation != 1.0:
             raise InputError(f"time_dilation: {cfg.time_dilation} needs compute: emulated (real compute "
                              f"cannot be dilated)")
+
+    def memory_need(self):
+        from hpcbench.pipeline.model import memory_need
+
+        cfg = self.cfg
+        return memory_need(cfg, cfg.batch_size // cfg.micro_batches, cfg.compute == "real" or self.comm.rank == 0)
 
     def prepare(self) -> None:
         import torch
@@ -178,6 +208,12 @@ class PipelineJob(Job):
         cfg, comm, p = self.cfg, self.comm, self.comm.size
         k = comm.rank
         tables = _tables(results) if k == 0 else None
+        recorder = None
+        if cfg.chrome_trace is not False:
+            from hpcbench.results.chrome_trace import TraceRecorder
+
+            sleep_barrier(comm)
+            recorder = TraceRecorder(k, self.dilation.now())
         if k == 0:
             print(f"{self.prog}: {p} stages, {cfg.model.layers + 3} layers, {cfg.schedule}, m={cfg.micro_batches}, "
                   f"compute {cfg.compute}, dilation {cfg.time_dilation:g}, speeds "
@@ -208,9 +244,12 @@ class PipelineJob(Job):
                 sleep_barrier(comm)
                 rec = stage.run_iteration(ids if k == 0 else None, labels if k == p - 1 else None,
                                           cfg.micro_batches, cfg.schedule)
+                t_opt = self.dilation.now()
                 if opt is not None:
                     opt.step()
                     opt.zero_grad(set_to_none=True)
+                if recorder is not None:
+                    _trace_iteration(recorder, rec, name, it, t_opt, self.dilation.now())
                 sleep_barrier(comm)
                 gathered = comm.gather((rec.duration_s, rec.loss, rec.busy_s(), rec.actions), root=0)
                 busy = None
@@ -241,7 +280,24 @@ class PipelineJob(Job):
                     measured_even = measured
                 self._report(tables, name, alloc, bounds, order, measured, final, final_opt, rebalances,
                              measured_even, last_rec)
+        if recorder is not None:
+            self._write_trace(results, recorder)
         return 0
+
+    def _write_trace(self, results, recorder) -> None:
+        """Gather every rank's trace events to rank 0 and write them (collective)."""
+        from hpcbench.results.chrome_trace import gather_events, trace_path_beside, write_chrome_trace
+        from hpcbench.runtime.wait import sleep_barrier
+
+        sleep_barrier(self.comm)
+        per_rank = gather_events(self.comm, recorder)
+        if self.comm.rank == 0:
+            trace = self.cfg.chrome_trace
+            path = trace_path_beside(results.path) if trace is True else trace
+            path = write_chrome_trace(path, per_rank, {"runner": "pipeline", "results": str(results.path),
+                                                       "time": "modelled seconds (wall / time_dilation)"})
+            results.set_attrs(chrome_trace=str(path))
+            print(f"{self.prog}: Chrome trace {path}")
 
     def _report(self, tables, name, alloc, bounds, order, measured, final, final_opt, rebalances,
                 measured_even, gathered):
@@ -261,6 +317,6 @@ class PipelineJob(Job):
         speedup = measured_even / measured if measured_even == measured_even else float("nan")
         extra = f"  (final {final:.4g} s vs optimal {final_opt.predicted_iteration_s:.4g} s, {rebalances} re-balances)" \
             if name == "adaptive" else ""
-        print(f"{name:<12} {alloc.predicted_iteration_s:>12.4g} {measured:>12.4g} {err:>+6.1f} {speedup:>8.2f} "
+        print(f"{name:<12} {alloc.predicted_iteration_s:>12.4g} {measured:>12.4g} {err:>+6.1f} {fmt(speedup, '.2f', 'no even'):>8} "
               f"{alloc.solve_s:>9.3g}  {lps if len(lps) < 60 else lps[:57] + '...'}{extra}")
         sys.stdout.flush()

@@ -36,16 +36,26 @@ class IterationRecord:
     actions : list of (str, int, float, float, float)
         ``(kind, micro_batch, ready_s, start_s, end_s)``: input awaited from
         ``ready_s`` (the wait ends at ``start_s``), compute ends at ``end_s``.
+    sends : list of (str, int, float, float)
+        ``(kind, micro_batch, posted_s, done_s)`` of each send (``F``: an
+        activation forward, ``B``: a gradient back): posted when the compute
+        ended; done at the modelled time the link is free again on a
+        modelled link, else when the stage first saw it complete (polled
+        after every action, then waited for at the end).
+    start_s : float
+        The iteration's start on the dilation's clock (modelled seconds).
     duration_s : float
         From the start to the completion of this rank's last send.
     loss : float
         Mean loss over the micro-batches (last stage, real compute), else NaN.
     """
 
-    __slots__ = ("actions", "duration_s", "loss")
+    __slots__ = ("actions", "sends", "start_s", "duration_s", "loss")
 
     def __init__(self) -> None:
         self.actions: list = []
+        self.sends: list = []
+        self.start_s = 0.0
         self.duration_s = 0.0
         self.loss = float("nan")
 
@@ -142,7 +152,22 @@ class Stage:
         saved: dict[int, tuple] = {}
         losses = []
         mb = self.micro_batch
-        t_start = now()
+        t_start = rec.start_s = now()
+        pending: list = []                    # (kind, micro-batch, posted, request) of sends not seen done
+        to_perf = time.monotonic() - time.perf_counter()     # a modelled link stamps time.monotonic()
+
+        def done(item, seen: float) -> None:
+            ready = getattr(item[3], "ready_at", None)
+            if ready is not None:
+                seen = min(seen, self.dilation.to_model(ready - to_perf) - t_start)
+            rec.sends.append((item[0], item[1], item[2], max(item[2], seen)))
+
+        def poll():
+            t = now() - t_start
+            for item in [p for p in pending if p[3].test()]:
+                pending.remove(item)
+                done(item, t)
+
         for kind, i in SCHEDULES[schedule](self.stage, self.num_stages, m):
             ready = now() - t_start
             if kind == "F":
@@ -169,6 +194,7 @@ class Stage:
                 end = now() - t_start
                 if payload is not None:
                     sends.append((self.fwd.isend(payload, self.stage + 1, i), payload))
+                    pending.append(("F", i, end, sends[-1][0]))
             else:
                 if not self.is_last:
                     recv_b[i].wait()
@@ -188,7 +214,12 @@ class Stage:
                 end = now() - t_start
                 if payload is not None:
                     sends.append((self.bwd.isend(payload, self.stage - 1, i), payload))
+                    pending.append(("B", i, end, sends[-1][0]))
             rec.actions.append((kind, i, ready, start, end))
+            poll()
+        for item in pending:
+            item[3].wait()
+            done(item, now() - t_start)
         for req, _ in sends:
             req.wait()
         rec.duration_s = now() - t_start

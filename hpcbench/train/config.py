@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, PositiveInt, TypeAdapter, field_validator, model_validator
 
+from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, strategy_section
@@ -38,31 +39,6 @@ SyncSection = TypeAdapter(SyncEntry)
 #: one ``policies`` entry: a policy's section, or its name
 PolicyEntry, _ = strategy_section(POLICIES, "policies")
 _POLICY_SECTION = TypeAdapter(PolicyEntry)
-
-
-class LinkConfig(Strict):
-    """The links hpcbench's collectives run over: ``shared`` (MPI over shared memory) or ``model``.
-
-    ``model``: every message takes ``latency_s + 8 bytes / bandwidth``
-    (:class:`hpcbench.collectives.linkmodel.LinkTransport`), or follows row
-    ``trace_index`` of the bundled MobiPerf speed tests (kbit/s samples times
-    ``trace_scale``, one per ``trace_interval_s``).
-    """
-
-    kind: Literal["shared", "model"] = "shared"
-    latency_s: float = Field(0.0, ge=0.0, description="per-message latency (model links)")
-    bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit")
-    trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
-    trace_scale: float = Field(1.0, gt=0.0)
-    trace_interval_s: float = Field(1.0, gt=0.0)
-
-    @field_validator("bandwidth")
-    @classmethod
-    def _rate(cls, v):
-        from hpcbench.collectives.linkmodel import parse_rate
-
-        parse_rate(v)
-        return v
 
 
 class ElasticConfig(Strict):

@@ -12,6 +12,7 @@ from hpcbench.collectives.compressed import (compressed_allreduce, dense_allredu
                                              icompressed_allreduce)
 from hpcbench.collectives.linkmodel import BandwidthReplay, LinkTransport
 from hpcbench.compress import ErrorFeedback, build, compressor_class, create, names
+from hpcbench.optim import SparseAdam, SparseSGD
 
 SIZES = [0, 1, 7, 1000]
 
@@ -218,3 +219,32 @@ def test_large_topk_with_error_feedback_is_exact_and_sends_elias_fano_indices(co
         assert index_codec.low_bits(k, n) == 8 and tr.bytes_sent - sent == (comm.size - 1) * block
         assert c.selector.fallbacks == 0 and c.selector.last_candidates >= k   # the fast path ran
     tr.free()
+
+
+@pytest.mark.parametrize("algorithm,make", [
+    ("allgather", lambda: SparseSGD(lr=0.1, momentum=0.9)),
+    ("ring", lambda: SparseAdam(lr=0.01, smart_momentum=True)),
+])
+def test_sparse_output_feeds_the_sparse_optimizer(comm, algorithm, make):
+    """Twin top-k compressors: stepping on the SparseSum equals stepping on the dense result, on every rank."""
+    n = 2000
+    sparse_opt, dense_opt = make(), make()
+    x_sparse = torch.zeros(n)
+    x_dense = torch.zeros(n)
+    c1, c2 = build("topk", compress_ratio=0.01), build("topk", compress_ratio=0.01)
+    m1, m2 = ErrorFeedback(), ErrorFeedback()
+    for step in range(3):
+        g = torch.from_numpy(np.random.default_rng(100 * comm.rank + step).standard_normal(n).astype(np.float32))
+        result = compressed_allreduce(g, "w", c1, m1, comm=comm, algorithm=algorithm, output="sparse")
+        dense = compressed_allreduce(g.clone(), "w", c2, m2, comm=comm, algorithm=algorithm)
+        assert len(result.parts) == comm.size          # one part per rank (allgather) or per segment (ring)
+        touched = sparse_opt.step("w", x_sparse, result, average_over=comm.size)
+        # the dense result's nonzeros are among the touched indices, and their values are the same bits
+        assert set(np.flatnonzero(dense.numpy())) <= set(np.asarray(touched.indices).tolist())
+        idx = torch.from_numpy(np.asarray(touched.indices, dtype=np.int64))
+        assert torch.equal(dense[idx], torch.from_numpy(touched.values))
+        dense_opt.step("w", x_dense, (idx, dense[idx]), average_over=comm.size)
+    assert torch.equal(x_sparse, x_dense)
+    # every rank holds the same parameters
+    got = comm.allgather(x_sparse.numpy().tobytes())
+    assert all(b == got[0] for b in got)

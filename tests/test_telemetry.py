@@ -1,0 +1,66 @@
+"""Telemetry records, the bandwidth meter, and their HDF5 tables (units from the record types)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcbench.controller import Decision
+from hpcbench.results import ResultsFile, read_table
+from hpcbench.results.records import columns_of, rows_of
+from hpcbench.telemetry import BandwidthMeter, TelemetryRecord
+
+
+def record(step=3, rank=1):
+    return TelemetryRecord(step, rank, 1.25, 0.1, 0.2, 0.05, 0.01, 8e6, 4e6, 9e6, 3e6, 32, 2, 0.01)
+
+
+def test_meter_busiest_bin_and_mean_by_hand():
+    """1000 B at 0.05 s and 3000 B at 0.55 s, read at 0.6 s: bins of 100 ms back from the query."""
+    m = BandwidthMeter(clock=lambda: 0.6)
+    m.record(1000, 0.05)
+    m.record(3000, 0.55)
+    assert m.peak_bps() == pytest.approx(3000 * 8 / 0.1)         # bin 0 holds 3000 B
+    assert m.mean_bps() == pytest.approx(4000 * 8 / 1.0)
+    # at 1.1 s the first transfer is 1.05 s old: out of the 1 s window
+    assert m.mean_bps(now=1.1) == pytest.approx(3000 * 8)
+    assert m.peak_bps(now=2.0) == 0.0 and m.total_bytes == 4000
+
+
+def test_meter_spreads_a_transfer_over_its_time():
+    m = BandwidthMeter()
+    m.record_span(1e6, 0.0, 0.5)                                  # 16 Mbit/s for half a second
+    assert m.peak_bps(now=0.5) == pytest.approx(16e6, rel=0.05)
+    assert m.mean_bps(now=0.5) == pytest.approx(8e6)
+    m.record_span(100, 0.7, 0.7)
+    assert m.total_bytes == pytest.approx(1e6 + 100)
+    with pytest.raises(ValueError, match="bin_s"):
+        BandwidthMeter(window_s=0.1, bin_s=0.2)
+
+
+def test_record_vector_round_trip_and_columns():
+    r = record()
+    assert TelemetryRecord.from_vector(r.vector()) == r
+    cols = {c.name: c for c in columns_of(TelemetryRecord)}
+    assert list(cols) == list(TelemetryRecord.names())
+    assert cols["recv_peak_bps"].units == "bit/s" and cols["backward_s"].units == "s"
+    assert cols["micro_batch"].dtype == "int64" and cols["compress_ratio"].dtype == "float64"
+    assert all(c.description for c in cols.values())
+
+
+def test_tables_written_and_read_back(tmp_path):
+    path = tmp_path / "t.h5"
+    d = Decision(10, 13, "running", 9e7, 8e7, 0.2, 0.99, 0.01, "64,32", 0.0017, True)
+    with ResultsFile(path, "train", {}) as f:
+        f.table("telemetry", columns_of(TelemetryRecord)).append(rows_of([record(0, 0), record(0, 1)]))
+        f.table("decisions", columns_of(Decision)).append(rows_of([d]))
+    t = read_table(path, "telemetry")
+    assert t["rank"].tolist() == [0, 1] and t["recv_mean_bps"].tolist() == [3e6, 3e6]
+    dec = read_table(path, "decisions")
+    assert dec["batch_sizes"].tolist() == ["64,32"] and dec["reoptimised"].tolist() == [True]
+    assert d.batches == (64, 32)
+    import h5py
+    with h5py.File(path) as h5:
+        assert h5["telemetry/bwd_fwd_gap_s"].attrs["units"] == "s"
+    assert rows_of([]) == {}
+    with pytest.raises(TypeError, match="not a dataclass"):
+        columns_of(int)
