@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _style import finish, pyplot  # noqa: E402
 from _train_results import figure_arguments, load_runs  # noqa: E402
 
 from hpcbench.results import read_table  # noqa: E402
@@ -49,14 +50,9 @@ def resize_lines(run: dict) -> list[str]:
     return out
 
 
-def plot(runs: list[dict], out: Path) -> None:
-    """Workers (top) and samples/s (bottom) against elapsed time, resizes as dotted lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_w, ax_t) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True, constrained_layout=True)
+def plot(runs: list[dict]):
+    """Workers (top) and samples/s (bottom) against elapsed time, resizes as dotted lines; the figure."""
+    fig, (ax_w, ax_t) = pyplot().subplots(2, 1, figsize=(8, 5.5), sharex=True)
     for run in runs:
         (line,) = ax_w.step(run["time_s"], run["workers"], where="post", label=run["label"])
         ax_t.plot(run["time_s"], run["throughput"], ".", markersize=3, color=line.get_color())
@@ -70,7 +66,7 @@ def plot(runs: list[dict], out: Path) -> None:
     for ax in (ax_w, ax_t):
         ax.grid(alpha=0.3)
     fig.suptitle("Elastic training: worker count and throughput (KungFu figures 6/7)")
-    fig.savefig(out, dpi=130)
+    return fig
 
 
 def main(argv=None) -> int:
@@ -79,9 +75,7 @@ def main(argv=None) -> int:
     for run in runs:
         for line in resize_lines(run):
             print(line)
-    plot(runs, args.output)
-    print(f"wrote {args.output}")
-    return 0
+    return finish(plot(runs), args)
 
 
 if __name__ == "__main__":

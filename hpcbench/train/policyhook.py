@@ -57,7 +57,13 @@ def policy_context(ctx, step: int) -> PolicyContext:
                          learning_rate=ctx.state.lr, sync=sync.name,
                          algorithm=getattr(sync, "algorithm", None) if sync.switches_algorithm else None,
                          total_steps=getattr(ctx.plan, "total_steps", None),
-                         max_workers=ctx.elastic.world.size if ctx.elastic is not None else None)
+                         max_workers=_pool(ctx))
+
+
+def _pool(ctx) -> int | None:
+    """The most workers an elastic run can have (the ranks started), None without an elastic worker set."""
+    elastic = getattr(ctx, "elastic", None)
+    return elastic.world.size if elastic is not None else None
 
 
 def _portable(d: Decision) -> Decision:
@@ -167,7 +173,8 @@ class PolicyHook(Hook):
 
     def _agree(self, ctx) -> None:
         n, t = len(self.policies), self._step
-        comm = ctx.comm     # the active workers' (an elastic resize changes it)
+        # an elastic run's active workers (a resize changes them), else the job's ranks
+        comm = self.comm if getattr(ctx, "elastic", None) is None else ctx.comm
         row = np.zeros(_SLOTS * n)
         for i, d in self._decisions.items():
             hi, lo = np.frombuffer(d.digest(), dtype=">u4")
