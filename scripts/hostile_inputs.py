@@ -142,6 +142,8 @@ def _h5(kind: str) -> bytes:
                 group.attrs["columns"] = '["round"]'
                 group.create_dataset("round", data=[1])
             elif kind == "status-garbage":
+                h5.attrs["schema_version"] = 1
+                h5.attrs["kind"] = "fl"
                 h5.attrs["status"] = "running"
                 h5.attrs["heartbeat"] = "yesterday"
         return path.read_bytes()
@@ -287,6 +289,7 @@ def cases() -> list[Case]:
     rs("show", ".")
     rs("show", "garbage.h5", files={"garbage.h5": os.urandom(1000)})
     rs("show", "odd.h5", files={"odd.h5": _h5("status-garbage")}, expect=(0,), note="unreadable heartbeat: unknown")
+    rs("show", "foreign.h5", files={"foreign.h5": _h5("foreign")}, note="an HDF5 file hpcbench did not write")
     rs("export", "--fedscale", "missing.h5")
     rs("export", "--fedscale", ".")
     rs("export", "--fedscale", "garbage.h5", files={"garbage.h5": os.urandom(1000)})
