@@ -16,6 +16,8 @@ from hpcbench.policies.base import Policy, PolicyConfig, PolicyContext, PolicyEr
 from hpcbench.policies.batch_schedule import BatchSchedule
 from hpcbench.policies.decision import FIELDS, Decision, Vote
 from hpcbench.policies.elastic import ElasticSchedule
+from hpcbench.policies.gns_batch import GnsBatch
+from hpcbench.policies.sync_switch import SyncSwitch
 from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.registry import Registry
 
@@ -26,4 +28,6 @@ __all__ = ["POLICIES", "Policy", "PolicyConfig", "PolicyContext", "PolicyError",
 POLICIES: Registry[type[Policy]] = Registry("policy", {
     BatchSchedule.name: BatchSchedule,
     ElasticSchedule.name: ElasticSchedule,
+    GnsBatch.name: GnsBatch,
+    SyncSwitch.name: SyncSwitch,
 })

@@ -110,6 +110,16 @@ class PolicyConfig(StrategyConfig):
         """Whether the policy acts on epoch boundaries (a runner whose data has no epochs refuses it)."""
         return False
 
+    def monitor_columns(self) -> tuple[str, ...]:
+        """The monitor outputs (``Telemetry.monitors`` keys, ``LABEL_OUTPUT``) the policy reads (a runner whose
+        monitors do not produce one refuses it); a name of the runner's per-rank telemetry fields is one too."""
+        return ()
+
+    def sync_sections(self) -> tuple:
+        """The synchronisers (names or ``sync`` sections) the policy may switch to, checked by the runner when
+        the config is read."""
+        return ()
+
 
 class Policy:
     """An adaptation policy: hooks that return a decision, a vote or None (the default for each).

@@ -9,14 +9,14 @@ section, ``{name: sma, alpha: 0.1}``, or just its name), monitors from
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Field, PositiveInt, TypeAdapter, field_validator, model_validator
+from pydantic import Field, PositiveInt, TypeAdapter, ValidationError, field_validator, model_validator
 
 from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
-from hpcbench.runtime.config import ConfigError, Strict, strategy_section
+from hpcbench.runtime.config import ConfigError, Strict, short_repr, strategy_section
 from hpcbench.sync import SYNCHRONISERS
 
 __all__ = ["LinkConfig", "ElasticConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
@@ -81,13 +81,34 @@ class ElasticConfig(Strict):
         return world
 
 
+def _monitor_entry(entry) -> tuple[str, dict]:
+    """``"gns"`` -> ``("gns", {})``; ``{name: variance, estimator: trace}`` -> ``("variance", {estimator: trace})``.
+
+    Raises
+    ------
+    ValueError
+        A section without a ``name``, or one giving ``interval`` (the job's ``monitor_interval`` is every
+        monitor's).
+    """
+    if isinstance(entry, str):
+        return entry, {}
+    options = dict(entry)
+    name = options.pop("name", None)
+    if not isinstance(name, str):
+        raise ValueError(f"monitor section {entry!r} has no name (e.g. {{name: variance, estimator: trace}})")
+    if "interval" in options:
+        raise ValueError(f"monitor {name!r}: interval is the job's monitor_interval, not a monitor option")
+    return name, options
+
+
 class TrainConfig(Strict):
     """One training job: a model, its data, and the synchronisers to run side by side."""
 
     job_name: str = "train"
     output: str = "results/{job_name}-{start}.h5"
     seed: int = 0
-    model: str = Field("resnet18", description="resnet18, resnet50, mobilenet_v2, vgg16, digits_mlp, digits_cnn")
+    model: str = Field("resnet18", description="resnet18, resnet50, mobilenet_v2, vgg16, digits_mlp, digits_cnn, "
+                                                   "shakespeare_lstm")
     image_size: int = Field(224, ge=8, description="synthetic images are image_size x image_size (KungFu: 224)")
     batch_size: int = Field(32, ge=1, description="samples per worker per step")
     lr: float = Field(0.01, gt=0.0, description="SGD learning rate (KungFu: 0.01)")
@@ -113,7 +134,10 @@ class TrainConfig(Strict):
                                                         "hooks run in this order before a step, in reverse after")
     elastic: Optional[ElasticConfig] = Field(None, description="elastic worker set: the active workers may grow "
                                                                 "and shrink while training (below)")
-    monitors: list[str] = Field([], description="online monitors (hpcbench.monitors registry)")
+    monitors: list[Union[str, dict[str, Any]]] = Field(
+        [], description="online monitors (hpcbench.monitors registry): each a name or {name: NAME, ...its options}, "
+                        "e.g. {name: variance, estimator: trace} (the trace of the gradient covariance, no second "
+                        "allreduce), {name: gns, estimator: mean, alpha: 0.9}")
     monitor_interval: int = Field(1, ge=1)
     interleave_monitors: bool = Field(False, description="cycle iterations through no monitor and each monitor "
                                                          "alone (figure 8)")
@@ -149,11 +173,37 @@ class TrainConfig(Strict):
     @field_validator("monitors")
     @classmethod
     def _monitors(cls, v):
-        from hpcbench.monitors import MONITORS
+        from hpcbench.monitors import MONITORS, build_monitor
 
-        for m in v:
-            MONITORS.check(m)
+        labels = []
+        for i, m in enumerate(v):
+            name, options = _monitor_entry(m)
+            MONITORS.check(name)
+            label = name
+            if options:     # a monitor built from its options checks them (the message names the option)
+                try:
+                    label = build_monitor(name, **options).label
+                except ValueError as exc:
+                    raise ValueError(f"monitors.{i}: {exc}") from None
+            if label in labels:
+                raise ValueError(f"monitors.{i}: monitor {label!r} listed twice")
+            labels.append(label)
         return v
+
+    def monitor_columns(self) -> list[str]:
+        """The monitors' output columns (``LABEL_OUTPUT``: ``gns_gns_b_simple``, ``variance_trace_grad_variance``),
+        the keys of ``Telemetry.monitors``."""
+        if not self.monitors:   # the monitors import torch
+            return []
+        from hpcbench.monitors import build_monitor
+
+        built = (build_monitor(m, **options) for m, options in self.monitor_entries())
+        return [f"{m.label}_{out}" for m in built for out in m.outputs]
+
+    def monitor_entries(self) -> list[tuple[str, dict]]:
+        """``(name, options)`` of every ``monitors`` entry (options without ``interval``: the job's
+        ``monitor_interval``)."""
+        return [_monitor_entry(m) for m in self.monitors]
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -210,6 +260,7 @@ class TrainConfig(Strict):
     def _check_policies(self) -> None:
         from hpcbench.train.decisions import APPLIERS
         from hpcbench.train.models import MODELS
+        from hpcbench.train.tables import STEP_FIELDS
 
         for i, p in enumerate(self.policies):
             cls = POLICIES[p.name]
@@ -223,6 +274,18 @@ class TrainConfig(Strict):
             if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
                 raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
                                  f"epoch_size (samples per epoch)")
+            for section in p.sync_sections():
+                try:
+                    SyncSection.validate_python(section)
+                except ValidationError as exc:
+                    raise ValueError(f"policies.{i}: {p.name!r} switches to sync {short_repr(section)}: "
+                                     f"{exc.errors()[0]['msg']}") from None
+            columns = self.monitor_columns()
+            missing = [c for c in p.monitor_columns() if c not in columns and c not in STEP_FIELDS]
+            if missing:
+                raise ValueError(f"policies.{i}: {p.name!r} reads {missing[0]!r}, which is no telemetry field "
+                                 f"({', '.join(STEP_FIELDS)}) and no output of this job's monitors (outputs: "
+                                 f"{', '.join(columns) or 'none'})")
 
     def all_policies(self) -> list[tuple[str, object]]:
         """``(name, section)`` of every policy of a run: :attr:`policies`, then the ``elastic`` schedule's policy."""

@@ -124,7 +124,8 @@ class TrainJob(Job):
         epoch = cfg.epoch_size if cfg.epoch_size is not None else getattr(data, "num_samples", None)
         settings = RunSettings(model=cfg.model, seed=cfg.seed, compute=cfg.compute, batch_size=cfg.batch_size,
                                lr=cfg.lr, epoch_size=epoch, warmup=cfg.warmup, iterations=cfg.iterations,
-                               batches_per_iter=cfg.batches_per_iter, monitors=tuple(cfg.monitors),
+                               batches_per_iter=cfg.batches_per_iter,
+                               monitors=tuple(m for m, _ in cfg.monitor_entries()),
                                monitor_interval=cfg.monitor_interval, interleave_monitors=cfg.interleave_monitors,
                                overlap=cfg.overlap, bucket_bytes=self.bucket_bytes, progress=cfg.progress)
         return TrainSetup(comm=self.comm, sync_comm=self.sync_comm, transport=self.transport, settings=settings,
@@ -204,7 +205,7 @@ class TrainJob(Job):
         cfg, prof, p = self.cfg, self.profile, self.comm.size
         n = sum(prof.numels)
         data = (f"{cfg.image_size}x{cfg.image_size} synthetic images (KungFu)" if self.task == "synthetic"
-                else "digits")
+                else self.task)
         return (f"{self.prog}: {cfg.model} ({n / 1e6:.2f}M parameters, {4 * n / 1e6:.1f} MB of gradients in "
                 f"{len(self.plan.buckets)} buckets of <= {cfg.bucket_mb:g} MiB), batch {cfg.batch_size} per "
                 f"worker, {data}, {p} workers\n"
@@ -220,7 +221,7 @@ class TrainJob(Job):
         from hpcbench.train.tables import make_tables
 
         cfg, comm, setup = self.cfg, self.comm, self.setup
-        monitor_columns = self._monitor_columns()
+        monitor_columns = self.cfg.monitor_columns()
         report = progress = None
         if comm.rank == 0:
             self.tables = tables = make_tables(results, monitor_columns)
@@ -269,7 +270,7 @@ class TrainJob(Job):
         from hpcbench.train.plan import MeasuredPlan
 
         cfg, comm = self.cfg, self.comm
-        monitors = MonitorHook(cfg.monitors, cfg.monitor_interval, cfg.interleave_monitors)
+        monitors = MonitorHook(cfg.monitor_entries(), cfg.monitor_interval, cfg.interleave_monitors)
         plan = MeasuredPlan(cfg.warmup, cfg.iterations, cfg.batches_per_iter, [v for v, _ in monitors.variants])
         state = BatchState((cfg.batch_size,) * comm.size, cfg.lr, comm.rank)
         ctx = TrainContext(self.setup, label, sync, schedule, self.setup.bucket_order(sync, schedule), state,
@@ -308,13 +309,6 @@ class TrainJob(Job):
             for g in list(gens):
                 if next(g, StopIteration) is StopIteration:
                     gens.remove(g)
-
-    def _monitor_columns(self) -> list[str]:
-        if not self.cfg.monitors:   # the monitors import torch
-            return []
-        from hpcbench.monitors import MONITORS
-
-        return [f"{m}_{out}" for m in self.cfg.monitors for out in MONITORS[m].outputs]
 
     def _build_sync(self, section):
         from hpcbench.sync import Unavailable, build
