@@ -85,6 +85,8 @@ class PolicyContext:
         Its allreduce algorithm, where it has one that can be switched.
     total_steps : int or None
         Steps the run's plan will take, where it knows.
+    max_workers : int or None
+        The most workers the run can have (an elastic run's ranks started; None: the worker count is fixed).
     """
 
     rank: int
@@ -98,6 +100,7 @@ class PolicyContext:
     sync: str
     algorithm: str | None
     total_steps: int | None
+    max_workers: int | None = None
 
 
 class PolicyConfig(StrategyConfig):

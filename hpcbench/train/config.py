@@ -9,9 +9,9 @@ section, ``{name: sma, alpha: 0.1}``, or just its name), monitors from
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import Field, PositiveInt, TypeAdapter, ValidationError, field_validator, model_validator
 
 from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.policies import POLICIES
@@ -19,7 +19,7 @@ from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, short_repr, strategy_section
 from hpcbench.sync import SYNCHRONISERS
 
-__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
+__all__ = ["LinkConfig", "ElasticConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
            "SyncSection", "PolicyEntry"]
 
 #: bucket schedules (:mod:`hpcbench.train.priority`)
@@ -38,6 +38,47 @@ SyncEntry, _RING = strategy_section(SYNCHRONISERS, "sync", "ring", shorthand=_sy
 SyncSection = TypeAdapter(SyncEntry)
 #: one ``policies`` entry: a policy's section, or its name
 PolicyEntry, _ = strategy_section(POLICIES, "policies")
+_POLICY_SECTION = TypeAdapter(PolicyEntry)
+
+
+class ElasticConfig(Strict):
+    """The elastic worker set (KungFu's figure 7): ranks beyond the active count wait, sleeping, in a warm pool.
+
+    ``schedule`` adds an ``elastic`` policy (:mod:`hpcbench.policies.elastic`)
+    that drives the worker count; other policies may decide ``workers`` too.
+    """
+
+    schedule: Optional[dict[Annotated[int, Field(ge=0)], PositiveInt]] = Field(
+        None, description="active workers from each step on, e.g. '0:1, 50:2, 100:4, 150:2' (key 0: the start)")
+    workers: Optional[PositiveInt] = Field(None, description="active workers at the start (default: the "
+                                                             "schedule's key 0, else every rank)")
+    batch: Literal["keep_global", "keep_local"] = Field(
+        "keep_global", description="at a resize: keep_global splits the same global batch over the new workers; "
+                                   "keep_local keeps each worker's batch (the global batch scales)")
+    mode: Literal["warm_pool"] = Field("warm_pool", description="warm_pool: ranks started by mpirun wait, "
+                                                                "sleeping, until a grow activates them")
+
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _parse(cls, v):
+        from hpcbench.policies.batch_schedule import parse_schedule
+
+        return parse_schedule(v)
+
+    @model_validator(mode="after")
+    def _start(self):
+        if self.schedule is not None and self.workers is not None and self.schedule.get(0, self.workers) != \
+                self.workers:
+            raise ValueError(f"workers: {self.workers} differs from the schedule's key 0 ({self.schedule[0]})")
+        return self
+
+    def initial(self, world: int) -> int:
+        """Active workers at the start of a run on ``world`` ranks."""
+        if self.workers is not None:
+            return self.workers
+        if self.schedule and 0 in self.schedule:
+            return self.schedule[0]
+        return world
 
 
 def _monitor_entry(entry) -> tuple[str, dict]:
@@ -91,6 +132,8 @@ class TrainConfig(Strict):
     policies: list[PolicyEntry] = Field([], description="adaptation policies (hpcbench.policies registry), each "
                                                         "its section {name: NAME, ...its keys} (below); their "
                                                         "hooks run in this order before a step, in reverse after")
+    elastic: Optional[ElasticConfig] = Field(None, description="elastic worker set: the active workers may grow "
+                                                                "and shrink while training (below)")
     monitors: list[Union[str, dict[str, Any]]] = Field(
         [], description="online monitors (hpcbench.monitors registry): each a name or {name: NAME, ...its options}, "
                         "e.g. {name: variance, estimator: trace} (the trace of the gradient covariance, no second "
@@ -208,7 +251,25 @@ class TrainConfig(Strict):
         elif self.interleave_monitors:
             raise ValueError("interleave_monitors: true needs at least one entry in monitors")
         self._check_policies()
+        self._check_elastic()
         return self
+
+    def _check_elastic(self) -> None:
+        if self.elastic is None:
+            return
+        if self.interleave_sync and len(self.sync) > 1:
+            raise ValueError("elastic: the worker set changes within one entry's run; interleave_sync: true "
+                             "would interleave several runs' worker sets (give interleave_sync: false)")
+        if self.monitors:
+            raise ValueError(f"elastic: monitors {self.monitors} keep per-run state a joining worker does not "
+                             f"receive (give monitors: [])")
+        deciding = [f"policies.{i}" for i, p in enumerate(self.policies) if "workers" in POLICIES[p.name].decides]
+        if self.elastic.schedule and deciding:
+            raise ValueError(f"elastic.schedule: {deciding[0]} decides the worker count too (give one of them)")
+        bad = [s for s, sec, _ in self.sync_entries() if SYNCHRONISERS[sec.name].averages == "wrapped"]
+        if bad:
+            raise ValueError(f"elastic: sync {bad[0]!r} wraps the model (DDP, Horovod: their process group is "
+                             f"fixed); use hpcbench's synchronisers")
 
     def _check_policies(self) -> None:
         from hpcbench.train.decisions import APPLIERS
@@ -217,6 +278,9 @@ class TrainConfig(Strict):
 
         for i, p in enumerate(self.policies):
             cls = POLICIES[p.name]
+            if "workers" in cls.decides and self.elastic is None:
+                raise ValueError(f"policies.{i}: {p.name!r} decides the worker count: give an elastic section "
+                                 f"(elastic: {{workers: N}}) for the warm pool")
             missing = sorted(set(cls.decides) - set(APPLIERS))
             if missing:
                 raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
@@ -236,6 +300,14 @@ class TrainConfig(Strict):
                 raise ValueError(f"policies.{i}: {p.name!r} reads {missing[0]!r}, which is no telemetry field "
                                  f"({', '.join(STEP_FIELDS)}) and no output of this job's monitors (outputs: "
                                  f"{', '.join(columns) or 'none'})")
+
+    def all_policies(self) -> list[tuple[str, object]]:
+        """``(name, section)`` of every policy of a run: :attr:`policies`, then the ``elastic`` schedule's policy."""
+        out = list(zip(self.policy_names(), self.policies))
+        if self.elastic is not None and self.elastic.schedule:
+            out.append(("elastic", _POLICY_SECTION.validate_python({"name": "elastic",
+                                                                    "schedule": self.elastic.schedule})))
+        return out
 
     def policy_names(self) -> list[str]:
         """Each policy's name in messages and the ``decisions`` table (``NAME``, or ``NAME#i`` when a policy is

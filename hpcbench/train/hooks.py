@@ -52,6 +52,14 @@ class Hook:
     def on_decision(self, ctx, applied) -> None:
         """A policy's decision was applied before step ``applied.step`` (every rank, same step)."""
 
+    def export_state(self):
+        """What a worker that joins the run mid-way (an elastic grow) needs of this hook's state (picklable;
+        None: nothing). Called on rank 0, which is always active."""
+        return None
+
+    def import_state(self, state) -> None:
+        """Continue from rank 0's :meth:`export_state` (on a joining worker)."""
+
 
 class FaultHook(Hook):
     """``--fault-inject RANK:STEP:MODE``'s point: :func:`hpcbench.runtime.lifecycle.fault_point` before each step,
@@ -65,6 +73,12 @@ class FaultHook(Hook):
 
         self.steps_done += 1
         fault_point(self.steps_done)
+
+    def export_state(self):
+        return self.steps_done
+
+    def import_state(self, state) -> None:
+        self.steps_done = state
 
 
 def variants(monitors, interleave: bool) -> list[tuple[str, list]]:
