@@ -52,10 +52,10 @@ def test_tables_written_and_read_back(tmp_path):
     d = Decision(10, 13, "running", 9e7, 8e7, 0.2, 0.99, 0.01, "64,32", 0.0017, True)
     with ResultsFile(path, "train", {}) as f:
         f.table("telemetry", columns_of(TelemetryRecord)).append(rows_of([record(0, 0), record(0, 1)]))
-        f.table("decisions", columns_of(Decision)).append(rows_of([d]))
+        f.table("controller", columns_of(Decision)).append(rows_of([d]))
     t = read_table(path, "telemetry")
     assert t["rank"].tolist() == [0, 1] and t["recv_mean_bps"].tolist() == [3e6, 3e6]
-    dec = read_table(path, "decisions")
+    dec = read_table(path, "controller")
     assert dec["batch_sizes"].tolist() == ["64,32"] and dec["reoptimised"].tolist() == [True]
     assert d.batches == (64, 32)
     import h5py
