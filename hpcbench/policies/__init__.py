@@ -15,6 +15,7 @@ imports no runner and no MPI.
 from hpcbench.policies.base import Policy, PolicyConfig, PolicyContext, PolicyError
 from hpcbench.policies.batch_schedule import BatchSchedule
 from hpcbench.policies.decision import FIELDS, Decision, Vote
+from hpcbench.policies.stellatrain import StellaTrain
 from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.registry import Registry
 
@@ -24,4 +25,5 @@ __all__ = ["POLICIES", "Policy", "PolicyConfig", "PolicyContext", "PolicyError",
 #: policy name -> class (built from its own config section)
 POLICIES: Registry[type[Policy]] = Registry("policy", {
     BatchSchedule.name: BatchSchedule,
+    StellaTrain.name: StellaTrain,
 })

@@ -85,6 +85,9 @@ class PolicyContext:
         Its allreduce algorithm, where it has one that can be switched.
     total_steps : int or None
         Steps the run's plan will take, where it knows.
+    message_elements : tuple of int
+        Elements of each gradient message a step sends (the runner's buckets,
+        in order); empty where the runner does not say.
     """
 
     rank: int
@@ -98,6 +101,7 @@ class PolicyContext:
     sync: str
     algorithm: str | None
     total_steps: int | None
+    message_elements: tuple = ()
 
 
 class PolicyConfig(StrategyConfig):
@@ -133,6 +137,16 @@ class Policy:
     #: whether ``after_step`` needs every rank's telemetry on every rank (``Telemetry.ranks``), which costs
     #: an allgather per step instead of a gather to rank 0
     needs_all_ranks: ClassVar[bool] = False
+    #: whether it reads StellaTrain's per-rank telemetry records (``Telemetry.records()``): the runner then
+    #: meters and measures them
+    needs_telemetry: ClassVar[bool] = False
+    #: the table its decisions' ``detail`` records go to (None: no detail); its columns: :meth:`detail_columns`
+    detail_table: ClassVar[str | None] = None
+
+    @classmethod
+    def detail_columns(cls) -> list:
+        """The columns of :attr:`detail_table` (``hpcbench.results.Column``; the runner adds the entry's label)."""
+        return []
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()

@@ -9,7 +9,7 @@ section, ``{name: sma, alpha: 0.1}``, or just its name), monitors from
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import Field, TypeAdapter, field_validator, model_validator
 
@@ -53,14 +53,25 @@ class LinkConfig(Strict):
     bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit")
     trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
     trace_scale: float = Field(1.0, gt=0.0)
-    trace_interval_s: float = Field(1.0, gt=0.0)
+    trace_interval_s: float = Field(1.0, gt=0.0, description="modelled seconds each trace sample lasts")
+    wan_mean: Optional[str] = Field(None, description="a fluctuating wide-area link: the MobiPerf speed tests' "
+                                                      "means in turn, scaled to this mean, e.g. 100Mbit or 500Mbit "
+                                                      "(StellaTrain's settings); one per trace_interval_s")
 
-    @field_validator("bandwidth")
+    @model_validator(mode="after")
+    def _one_trace(self):
+        if self.wan_mean is not None and self.trace_index is not None:
+            raise ValueError(f"wan_mean: {self.wan_mean!r} and trace_index: {self.trace_index} both set the "
+                             f"link's bandwidth over time; give one")
+        return self
+
+    @field_validator("bandwidth", "wan_mean")
     @classmethod
     def _rate(cls, v):
         from hpcbench.collectives.linkmodel import parse_rate
 
-        parse_rate(v)
+        if v is not None:
+            parse_rate(v)
         return v
 
 
@@ -106,8 +117,32 @@ class TrainConfig(Strict):
                                                           "train result file instead of profiling (one timeline "
                                                           "for a whole sweep)")
     time_dilation: float = Field(1.0, ge=1.0)
+    speed: Union[list[float], str] = Field("1:1", description="emulated: per-rank compute slowdown factors (a list "
+                                                               "cycled over the ranks, 'k:1' for every other rank k "
+                                                               "times slower: StellaTrain's 2:1 workers, or 'trace')")
     link: LinkConfig = LinkConfig()
+    telemetry: bool = Field(False, description="per-step, per-rank telemetry (StellaTrain's: forward/backward, "
+                                               "gaps, send/receive throughput, batch, compression) in the telemetry "
+                                               "table; on whenever a policy reads it")
+    chrome_trace: Union[bool, str] = Field(False, description=(
+        "write a Chrome trace JSON (Perfetto, chrome://tracing) of every rank's forward, backward, bucket "
+        "reductions and optimizer steps: true for RUN.trace.json beside the HDF5 file, or a path (implies "
+        "telemetry)"))
     progress: bool = Field(True, description="tqdm bar on rank 0")
+
+    @field_validator("speed")
+    @classmethod
+    def _speed_form(cls, v):
+        from hpcbench.traces.speed import check_speed_spec
+
+        return check_speed_spec(v)
+
+    @field_validator("chrome_trace")
+    @classmethod
+    def _trace_path(cls, v):
+        from hpcbench.results.chrome_trace import check_trace_setting
+
+        return check_trace_setting(v)
 
     @field_validator("model")
     @classmethod
@@ -148,6 +183,9 @@ class TrainConfig(Strict):
             if self.profile_file is not None:
                 raise ValueError(f"profile_file: {self.profile_file!r} needs compute: emulated (real compute is "
                                  f"the model's own)")
+            if self.speed not in ("1:1", [1.0]):
+                raise ValueError(f"speed: {self.speed!r} needs compute: emulated (real compute runs at this "
+                                 f"machine's speed)")
         else:
             bad = [s for s, sec, _ in self.sync_entries() if not get(sec.name).emulates]
             if bad:
@@ -180,6 +218,12 @@ class TrainConfig(Strict):
             if missing:
                 raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
                                  f"runner cannot apply (it applies {', '.join(APPLIERS)})")
+            if "compress_ratio" in cls.decides:
+                bad = [lab for lab, sec, _ in self.sync_entries() if not SYNCHRONISERS[sec.name].adjusts_ratio(sec)]
+                if bad:
+                    raise ValueError(f"policies.{i}: {p.name!r} sets the compression ratio; sync {bad[0]!r} cannot "
+                                     f"change it (use {{name: compressed, compressor: {{name: topk}}}} or another "
+                                     f"compressor that takes a ratio)")
             if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
                 raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
                                  f"epoch_size (samples per epoch)")

@@ -103,6 +103,8 @@ class TrainSetup:
         None on an emulated rank that never needs real inputs.
     dilation : hpcbench.runtime.dilation.TimeDilation
     link : LinkCost
+    speed : float
+        This rank's compute slowdown factor (emulated compute; 1: as profiled).
     """
 
     comm: Any
@@ -115,6 +117,7 @@ class TrainSetup:
     data: Any
     dilation: Any
     link: LinkCost
+    speed: float = 1.0
 
     #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
     #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order

@@ -55,7 +55,8 @@ def policy_context(ctx, step: int) -> PolicyContext:
                          samples=ctx.samples, epoch_size=s.epoch_size, batch_sizes=tuple(ctx.state.sizes),
                          learning_rate=ctx.state.lr, sync=sync.name,
                          algorithm=getattr(sync, "algorithm", None) if sync.switches_algorithm else None,
-                         total_steps=getattr(ctx.plan, "total_steps", None))
+                         total_steps=getattr(ctx.plan, "total_steps", None),
+                         message_elements=tuple(int(n) for n in ctx.setup.plan.numel))
 
 
 class PolicyHook(Hook):
