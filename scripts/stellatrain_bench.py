@@ -76,7 +76,8 @@ def main() -> int:
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     base = ["--model", args.model, "--image_size", "32", "--batch_size", str(args.batch), "--compute", "emulated",
-            "--compute_time_s", str(args.compute_time), "--profile_steps", "1", "--speed", args.speed,
+            "--compute_time_s", str(args.compute_time), "--profile_steps", "1",
+            "--speed", f"'{args.speed}'" if ":" in args.speed else args.speed,    # YAML reads a bare 2:1 as 121
             "--link.kind", "model", "--link.wan_mean", args.wan, "--progress", "false", "--warmup", "0",
             "--overwrite"]
     out = Path(args.out)

@@ -140,13 +140,14 @@ class Policy:
     #: whether it reads StellaTrain's per-rank telemetry records (``Telemetry.records()``): the runner then
     #: meters and measures them
     needs_telemetry: ClassVar[bool] = False
-    #: the table its decisions' ``detail`` records go to (None: no detail); its columns: :meth:`detail_columns`
+    #: the table its decisions' ``detail`` records go to (None: no detail); their type: :meth:`detail_type`
     detail_table: ClassVar[str | None] = None
 
     @classmethod
-    def detail_columns(cls) -> list:
-        """The columns of :attr:`detail_table` (``hpcbench.results.Column``; the runner adds the entry's label)."""
-        return []
+    def detail_type(cls) -> type | None:
+        """The dataclass of its decisions' ``detail`` records (fields with units: the runner builds the
+        :attr:`detail_table`'s columns from it); None without detail."""
+        return None
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()

@@ -80,11 +80,10 @@ class StellaTrain(Policy):
         self.controller = None
 
     @classmethod
-    def detail_columns(cls):
+    def detail_type(cls):
         from hpcbench.controller import Decision as ControllerDecision
-        from hpcbench.results.records import columns_of
 
-        return columns_of(ControllerDecision)
+        return ControllerDecision
 
     def before_train(self, ctx: PolicyContext):
         if ctx.rank != 0:

@@ -254,6 +254,7 @@ class TrainJob(Job):
         if not (cfg.telemetry or cfg.chrome_trace or any(c.needs_telemetry for c in classes)):
             return None, None
         from hpcbench.results import Column
+        from hpcbench.results.records import columns_of
         from hpcbench.train.telemetryhook import TelemetryHook, telemetry_columns
 
         table = None
@@ -264,7 +265,7 @@ class TrainJob(Job):
                 if c.detail_table and c.detail_table not in tables:
                     tables[c.detail_table] = results.table(
                         c.detail_table, [Column("sync", "str", "", "the entry whose run it decided for"),
-                                         *c.detail_columns()], f"one row per decision of policy {c.name}")
+                                         *columns_of(c.detail_type())], f"one row per decision of policy {c.name}")
         recorder = None
         if cfg.chrome_trace:
             from hpcbench.results.chrome_trace import TraceRecorder
