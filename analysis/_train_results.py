@@ -2,44 +2,31 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
+from _style import figure_parser, load_all
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from hpcbench.results import read_attrs, read_table  # noqa: E402
+from hpcbench.results import read_attrs, read_table
 
 __all__ = ["figure_arguments", "load_runs", "summary_rows"]
 
 
 def figure_arguments(argv, doc: str, default_output: str):
-    """Parse a figure script's command line: result files and ``-o/--output`` (a PNG path)."""
-    import argparse
+    """Parse a figure script's command line: result files and ``-o/--output`` (repeatable)."""
+    return figure_parser(doc, default_output, "hpcbench train result files (.h5)").parse_args(argv)
 
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", type=Path, help="hpcbench train result files (.h5)")
-    ap.add_argument("-o", "--output", type=Path, default=Path(default_output))
-    return ap.parse_args(argv)
+
+def _load(path: Path) -> dict:
+    attrs = read_attrs(path)
+    if attrs.get("kind") != "train":
+        raise ValueError(f"{path}: kind {attrs.get('kind')!r}, expected 'train'")
+    return {"path": path, "attrs": attrs, "summary": read_table(path, "summary")}
 
 
 def load_runs(paths, prog: str) -> list[dict]:
     """Attributes and ``summary`` table of every file; raises ``SystemExit(2)`` with one line on a bad file."""
-    runs = []
-    for path in map(Path, paths):
-        if not path.is_file():
-            print(f"{prog}: error: {path}: no such file", file=sys.stderr)
-            raise SystemExit(2)
-        try:
-            attrs = read_attrs(path)
-            if attrs.get("kind") != "train":
-                raise ValueError(f"{path}: kind {attrs.get('kind')!r}, expected 'train'")
-            runs.append({"path": path, "attrs": attrs, "summary": read_table(path, "summary")})
-        except (OSError, KeyError, ValueError) as exc:
-            print(f"{prog}: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-    return runs
+    return load_all([Path(p) for p in paths], _load, prog)
 
 
 def summary_rows(runs: list[dict]) -> list[dict]:

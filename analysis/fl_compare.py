@@ -19,17 +19,16 @@ the baseline). Never imports MPI.
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
+from _style import color_for, figure_parser, outputs, pyplot, save_figure
+from plot_tta import accuracy_axis, load_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from plot_tta import accuracy_axis, load_run, save_figure  # noqa: E402
+from hpcbench.runtime.texttable import NA, render
 
 _BASELINE = {"selection": "random", "aggregator": "fedavg", "job": None}
 
@@ -159,21 +158,17 @@ def seed_band(runs: list[dict], points: int = 400) -> tuple[np.ndarray, np.ndarr
     return grid, acc.mean(axis=0), acc.min(axis=0), acc.max(axis=0)
 
 
-def plot(groups: dict[str, list[dict]], out: Path, title: str) -> None:
+def plot(groups: dict[str, list[dict]], out, title: str) -> None:
     """Mean accuracy across seeds against virtual hours per strategy, the seeds' spread shaded.
 
     Each strategy's mean virtual time to the target (over the seeds reaching
     it) is marked on the target line.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
     target = math.nan
-    for i, (name, runs) in enumerate(groups.items()):
-        colour = f"C{i % 10}"
+    for name, runs in groups.items():
+        colour = color_for(name)
         hours, mean, low, high = seed_band(runs)
         ax.plot(hours, mean, color=colour, linewidth=1.5, label=f"{name} ({len(runs)} seeds)")
         if len(runs) > 1:
@@ -191,12 +186,10 @@ def plot(groups: dict[str, list[dict]], out: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", type=Path, help="hpcbench fl result files (.h5)")
+    parser = figure_parser(__doc__, "results/fl-compare.png", "hpcbench fl result files (.h5)")
     parser.add_argument("--by", choices=sorted(_BASELINE), default="selection", help="strategy to group by")
     parser.add_argument("--baseline", default=None, help="strategy the speed-ups are relative to "
                                                          "(default: random / fedavg / the first job)")
-    parser.add_argument("-o", "--output", type=Path, default=Path("results/fl-compare.png"), help="figure file")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     missing = [p for p in args.files if not p.is_file()]
@@ -214,15 +207,19 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     rows = summarise(groups, baseline)
-    print(f"{args.by:<16} runs  reached  mean time-to-accuracy  speed-up vs {baseline}  per seed (s)")
+    table = []
     for row in rows:
-        tta = f"{row['mean_tta_s'] / 3600:.3f} h ({row['mean_tta_s']:.0f} s)" if row["reached"] else "not reached"
+        unreached = NA(f"target reached in {row['reached']} of {row['runs']} runs")
         seeds = ", ".join(f"{seed}: {t:.0f}" if t == t else f"{seed}: -" for seed, t in row["tta_per_run"])
-        speedup = f"{row['speedup']:>6.2f}x" if row["speedup"] == row["speedup"] else f"{'-':>7}"
-        print(f"{row['name']:<16} {row['runs']:>4}  {row['reached']:>7}  {tta:>21}  {speedup}"
-              f"{'':>{len(baseline) + 6}}{seeds}")
-    plot(groups, args.output, args.title or f"Time-to-accuracy by {args.by}")
-    print(f"figure: {args.output}")
+        table.append((row["name"], row["runs"], row["reached"],
+                      row["mean_tta_s"] if row["reached"] else unreached,
+                      row["speedup"] if row["speedup"] == row["speedup"] else unreached, seeds))
+    for line in render((args.by, "runs", "reached", "mean time-to-accuracy", f"speed-up vs {baseline}",
+                        "per seed"), table, units=("", "", "", "(s virtual)", "(x)", "(s virtual)"),
+                       formats=("s", "d", "d", ".0f", ".2f", "s")):
+        print(line)
+    plot(groups, outputs(args), args.title or f"Time-to-accuracy by {args.by}")
+    print(f"figure: {', '.join(map(str, outputs(args)))}")
     return 0
 
 

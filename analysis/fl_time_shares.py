@@ -2,7 +2,7 @@
 
 Usage::
 
-    python analysis/fl_time_shares.py results/fl/topk-*.h5 results/fl/none-*.h5
+    python analysis/fl_time_shares.py results/fl/topk-*.h5 results/fl/none-*.h5 -o shares.png
 
 For each hpcbench federated result file (synchronous mode) it rebuilds the
 job's traces and model from the config stored in the file and redraws every
@@ -27,17 +27,16 @@ MPI as a singleton process.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
+from _style import figure_parser, outputs, pyplot, save_figure
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from hpcbench.results import read_attrs, read_table  # noqa: E402
+from hpcbench.results import read_attrs, read_table
+from hpcbench.runtime.texttable import NA, render
 
 
 _DIRECTIONS = ("uplink_compression", "downlink_compression")
@@ -147,20 +146,24 @@ def analyse(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", type=Path, help="hpcbench fl result files (.h5)")
+    parser = figure_parser(__doc__, "results/fl-time-shares.png", "hpcbench fl result files (.h5)")
     args = parser.parse_args(argv)
     try:
         runs = [analyse(p) for p in args.files]
     except (OSError, KeyError, ValueError) as exc:
         print(f"fl_time_shares: error: {exc}", file=sys.stderr)
         return 2
-    print("file  seed  rounds-to-target  time-to-target(s)  mean-round(s)  compute/down/up share of the "
-          "round-ending client  bytes down/up per client  rounds between a client's aggregations")
-    for r in runs:
-        print(f"{r['path'].name}  {r['seed']}  {r['rta']}  {r['tta_s']:.4g}  {r['mean_round_s']:.4g}  "
-              f"{r['compute']:.3g}/{r['download']:.3g}/{r['upload']:.3g}  {r['down_bytes']}/{r['up_bytes']}  "
-              f"{r['gap_rounds']:.2f}")
+    never = NA("target not reached")
+    table = [(r["path"].name, r["seed"], r["rta"] if r["rta"] > 0 else never, r["tta_s"] if r["rta"] > 0 else never,
+              r["mean_round_s"], r["compute"], r["download"], r["upload"], r["down_bytes"], r["up_bytes"],
+              r["gap_rounds"] if r["gap_rounds"] == r["gap_rounds"] else NA("no client aggregated twice"))
+             for r in runs]
+    for line in render(("file", "seed", "rounds to target", "time to target", "mean round", "compute", "download",
+                        "upload", "bytes down", "bytes up", "rounds between aggregations"), table,
+                       units=("", "", "", "(s)", "(s)", "(share)", "(share)", "(share)", "(B/client)", "(B/client)",
+                              "(per client)"),
+                       formats=("s", "d", "d", ".4g", ".4g", ".3g", ".3g", ".3g", "d", "d", ".2f")):
+        print(line)
     groups: dict[str, list[dict]] = {}
     for r in runs:
         groups.setdefault(_group_key(r["config"]), []).append(r)
@@ -171,18 +174,47 @@ def main(argv: list[str] | None = None) -> int:
                         "seeds": sorted(r["seed"] for r in runs_), "reached": len(reached),
                         "mean_tta_s": float(np.mean(reached)) if len(reached) == len(runs_) else math.nan,
                         "mean_rta": float(np.mean([r["rta"] for r in runs_])) if len(reached) == len(runs_)
-                        else math.nan, "compute_scale": runs_[0]["compute_scale"]})
+                        else math.nan, "compute_scale": runs_[0]["compute_scale"],
+                        "shares": np.nanmean([[r["compute"], r["download"], r["upload"]] for r in runs_], axis=0)})
     for s in summary:
         # the uncompressed group of the same job: the same config with both directions "none"
         key = _group_key({**s["config"], **{d: {"name": "none"} for d in _DIRECTIONS}})
         base = next((t for t in summary if _group_key(t["config"]) == key), None)
         s["ratio"] = s["mean_tta_s"] / base["mean_tta_s"] if base and base["mean_tta_s"] > 0 else math.nan
-    print("\njob (seeds)  reached  mean rounds  mean time-to-target(s)  vs uncompressed (>1: slower)  "
-          "compute scale")
-    for s in summary:
-        print(f"{s['label']} (seeds {','.join(map(str, s['seeds']))})  {s['reached']}/{len(s['seeds'])}  "
-              f"{s['mean_rta']:.1f}  {s['mean_tta_s']:.4g}  {s['ratio']:.2f}x  {s['compute_scale']:.4g}")
+    print()
+    some = NA("not every seed reached the target")
+    rows = [(f"{s['label']} (seeds {','.join(map(str, s['seeds']))})", f"{s['reached']}/{len(s['seeds'])}",
+             s["mean_rta"] if s["mean_rta"] == s["mean_rta"] else some,
+             s["mean_tta_s"] if s["mean_tta_s"] == s["mean_tta_s"] else some,
+             s["ratio"] if s["ratio"] == s["ratio"] else NA("no uncompressed group that reached it"),
+             s["compute_scale"]) for s in summary]
+    for line in render(("job (seeds)", "reached", "mean rounds", "mean time to target", "vs uncompressed",
+                        "compute scale"), rows, units=("", "", "", "(s)", "(x, >1 slower)", ""),
+                       formats=("s", "s", ".1f", ".4g", ".2f", ".4g")):
+        print(line)
+    _plot(summary, outputs(args))
+    print(f"figure: {', '.join(map(str, outputs(args)))}")
     return 0
+
+
+def _plot(summary: list[dict], out) -> None:
+    """Stacked shares of compute, download and upload per group, with its mean time to the target."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(summary) + 1.8))
+    for i, s in enumerate(summary):
+        left = 0.0
+        for share, name, colour in zip(s["shares"], ("compute", "download", "upload"), ("C0", "C1", "C2")):
+            ax.barh(i, share, left=left, color=colour, label=name if i == 0 else None)
+            left += share
+        tta = f"{s['mean_tta_s']:.0f} s to target" if s["mean_tta_s"] == s["mean_tta_s"] else "target not reached"
+        ax.text(1.01, i, tta, va="center", fontsize=7)
+    ax.set_yticks(range(len(summary)), [s["label"] for s in summary], fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the round-ending client's completion time")
+    ax.legend(loc="lower right", fontsize=7)
+    ax.set_title("Where a federated round's virtual time goes")
+    fig.tight_layout()
+    save_figure(fig, out)
 
 
 if __name__ == "__main__":

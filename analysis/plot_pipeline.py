@@ -22,16 +22,15 @@ Also prints one table row per run. Never imports MPI.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from _style import color_for, figure_parser, finish, load_all, pyplot
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from hpcbench.results import read_attrs, read_table  # noqa: E402
+from hpcbench.results import read_attrs, read_table
+from hpcbench.runtime.texttable import render
 
 
 def load_run(path: Path) -> dict:
@@ -70,44 +69,38 @@ def summary_rows(runs: list[dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the figure and print the table; returns the exit status."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", type=Path, help="hpcbench pipeline result files (.h5)")
-    ap.add_argument("-o", "--output", type=Path, default=Path("results/pipeline.png"))
+    ap = figure_parser(__doc__, "results/pipeline.png", "hpcbench pipeline result files (.h5)")
     ap.add_argument("--timeline", default=None, metavar="FILE:ALLOCATOR",
                     help="run and allocator of the timeline panel (default: last file, last allocator)")
     args = ap.parse_args(argv)
-    runs = []
-    for path in args.files:
-        if not path.is_file():
-            print(f"plot_pipeline: error: {path}: no such file", file=sys.stderr)
-            return 2
-        try:
-            runs.append(load_run(path))
-        except (OSError, KeyError, ValueError) as exc:
-            print(f"plot_pipeline: error: {exc}", file=sys.stderr)
-            return 2
+    try:
+        runs = load_all(args.files, load_run, "plot_pipeline")
+    except SystemExit as exc:
+        return int(exc.code)
     rows = summary_rows(runs)
-    print(f"{'group':<22} {'stages':>6} {'allocator':<12} {'predicted(s)':>12} {'measured(s)':>12} {'err%':>6} "
-          f"{'speedup':>8} {'bubble':>7} {'formula':>7}")
+    table = []
     for r in sorted(rows, key=lambda r: (r["group"], r["stages"], r["allocator"])):
         p, m = r["stages"], r["m"]
-        print(f"{r['group']:<22} {p:>6} {r['allocator']:<12} {r['predicted']:>12.4g} {r['measured']:>12.4g} "
-              f"{100 * (r['measured'] / r['predicted'] - 1):>+6.1f} {r['speedup']:>8.2f} {r['bubble']:>7.3f} "
-              f"{(p - 1) / (m + p - 1):>7.3f}")
+        table.append((r["group"], p, r["allocator"], r["predicted"], r["measured"],
+                      100 * (r["measured"] / r["predicted"] - 1), r["speedup"], r["bubble"],
+                      (p - 1) / (m + p - 1)))
+    for line in render(("group", "stages", "allocator", "predicted", "measured", "error", "speed-up", "bubble",
+                        "(p-1)/(m+p-1)"), table, units=("", "", "", "(s)", "(s)", "(%)", "(x even)", "", ""),
+                       formats=("s", "d", "s", ".4g", ".4g", "+.1f", ".2f", ".3f", ".3f")):
+        print(line)
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
     lines = defaultdict(list)
     for r in rows:
         lines[(r["group"], r["allocator"])].append(r)
     ax = axes[0]
+    group_names = sorted({g for g, _ in lines})
     for (group, name), rs in sorted(lines.items()):
         rs.sort(key=lambda r: r["stages"])
         x = [r["stages"] for r in rs]
-        (h,) = ax.plot(x, [r["measured"] for r in rs], "o-", label=f"{group}: {name}")
+        marker = "osd^v<>"[group_names.index(group) % 7]
+        (h,) = ax.plot(x, [r["measured"] for r in rs], marker=marker, linestyle="-", color=color_for(name),
+                       label=f"{group}: {name}")
         ax.plot(x, [r["predicted"] for r in rs], ":", color=h.get_color())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -143,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_ylabel("stage")
     ax.set_title(f"{run['attrs'].get('job_name', '')} {alloc_name}: forward (blue), backward (orange), "
                  f"waiting (grey)", fontsize=8)
-    fig.tight_layout()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.output, dpi=130)
-    print(f"figure: {args.output}")
-    return 0
+    return finish(fig, args)
 
 
 if __name__ == "__main__":

@@ -15,21 +15,14 @@ against ``none`` in percent. Never imports MPI.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _train_results import figure_arguments, load_runs, summary_rows  # noqa: E402
-from plot_tta import save_figure  # noqa: E402
+from _style import finish, pyplot
+from _train_results import figure_arguments, load_runs, summary_rows
 
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the figure and print the table; returns the exit status."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     args = figure_arguments(argv, __doc__, "results/train-fig8.png")
     try:
         rows = summary_rows(load_runs(args.files, "plot_train_monitors"))
@@ -63,10 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_ylabel("images/s per worker")
     ax.set_title("online monitors at interval 1 against none (interleaved; label: overhead)", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, args.output)
-    print(f"wrote {args.output}")
-    return 0
+    return finish(fig, args)
 
 
 if __name__ == "__main__":

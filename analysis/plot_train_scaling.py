@@ -19,21 +19,16 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _style import color_for, finish, pyplot
+from _train_results import figure_arguments, load_runs, summary_rows
 
-from _train_results import figure_arguments, load_runs, summary_rows  # noqa: E402
-from plot_tta import save_figure  # noqa: E402
+from hpcbench.runtime.texttable import render
 
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the figure and print the table; returns the exit status."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     args = figure_arguments(argv, __doc__, "results/train-fig9.png")
     try:
         rows = [r for r in summary_rows(load_runs(args.files, "plot_train_scaling")) if r["variant"] == "none"]
@@ -45,20 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     panels = defaultdict(lambda: defaultdict(dict))
     for r in rows:
         panels[(r["model"], r["link"])][r["line"]][r["workers"]] = r
-    print(f"{'model':<13} {'link':<44} {'workers':>7} {'sync':<24} {'img/s':>9} {'ideal':>9} {'eff':>6} {'pred':>6}")
-    for (model, link), syncs in sorted(panels.items()):
-        for name, by_p in sorted(syncs.items()):
-            for p, r in sorted(by_p.items()):
-                print(f"{model:<13} {link[:44]:<44} {p:>7} {name:<24} {r['img_per_s_total']:>9.1f} "
-                      f"{r['ideal_img_per_s_total']:>9.1f} {r['efficiency']:>6.3f} {r['predicted_efficiency']:>6.3f}")
-    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted({r["line"] for r in rows}))}
+    table = [(model, link, p, name, r["img_per_s_total"], r["ideal_img_per_s_total"], r["efficiency"],
+              r["predicted_efficiency"])
+             for (model, link), syncs in sorted(panels.items()) for name, by_p in sorted(syncs.items())
+             for p, r in sorted(by_p.items())]
+    for line in render(("model", "link", "workers", "sync", "img/s", "ideal", "eff", "pred"), table,
+                       formats=("s", "s", "d", "s", ".1f", ".1f", ".3f", ".3f")):
+        print(line)
     n = len(panels)
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.4), squeeze=False)
     for ax, ((model, link), syncs) in zip(axes[0], sorted(panels.items())):
         ideal = {}
         for name, by_p in sorted(syncs.items()):
             ps = sorted(by_p)
-            (h,) = ax.plot(ps, [by_p[p]["img_per_s_total"] for p in ps], "o-", label=name, color=colors[name])
+            (h,) = ax.plot(ps, [by_p[p]["img_per_s_total"] for p in ps], "o-", label=name, color=color_for(name))
             pred = [by_p[p]["predicted_efficiency"] * by_p[p]["ideal_img_per_s_total"] for p in ps]
             if any(math.isfinite(v) for v in pred):
                 ax.plot(ps, pred, ":", color=h.get_color())
@@ -73,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         ax.set_title(f"{model}\n{link}", fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle("throughput against ideal (dotted: alpha-beta prediction)", fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, args.output)
-    print(f"wrote {args.output}")
-    return 0
+    return finish(fig, args)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python analysis/plot_tta.py results/*.h5 -o results/tta.png
+    python analysis/plot_tta.py results/*.h5 -o results/tta.png [-o results/tta.pdf]
 
 Reads hpcbench federated result files (kind ``fl``; schema in
 docs/results-schema.md), draws one line per file in two panels (virtual hours,
@@ -13,16 +13,14 @@ MPI.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
+from _style import figure_parser, load_all, outputs, pyplot, save_figure
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from hpcbench.results import read_attrs, read_table  # noqa: E402
+from hpcbench.results import read_attrs, read_table
 
 
 def load_run(path: Path) -> dict:
@@ -51,13 +49,9 @@ def load_run(path: Path) -> dict:
     }
 
 
-def plot(runs: list[dict], out: Path, target: float | None = None, title: str | None = None) -> None:
-    """Draw accuracy vs virtual time and vs rounds for ``runs`` into ``out`` (PNG, PDF, SVG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(runs: list[dict], out, target: float | None = None, title: str | None = None) -> None:
+    """Draw accuracy vs virtual time and vs rounds for ``runs`` into ``out`` (a path or paths: PNG, PDF, SVG)."""
+    plt = pyplot()
     fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     for run in runs:
         (line,) = ax_t.plot(run["hours"], run["accuracy"], marker=".", label=run["label"])
@@ -84,39 +78,23 @@ def accuracy_axis(ax, goal: float | None) -> None:
     ax.grid(alpha=0.3)
 
 
-def save_figure(fig, out: Path) -> None:
-    """Write ``fig`` to ``out`` (creating its folder) and close it."""
-    import matplotlib.pyplot as plt
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", type=Path, help="hpcbench fl result files (.h5)")
-    parser.add_argument("-o", "--output", type=Path, default=Path("results/tta.png"), help="figure file")
+    parser = figure_parser(__doc__, "results/tta.png", "hpcbench fl result files (.h5)")
     parser.add_argument("--target", type=float, default=None, help="target accuracy (default: from the files)")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
-    runs = []
-    for path in args.files:
-        if not path.is_file():
-            print(f"plot_tta: error: {path}: no such file", file=sys.stderr)
-            return 2
-        try:
-            runs.append(load_run(path))
-        except (OSError, KeyError, ValueError) as exc:
-            print(f"plot_tta: error: {exc}", file=sys.stderr)
-            return 2
+    try:
+        runs = load_all(args.files, load_run, "plot_tta")
+    except SystemExit as exc:
+        return int(exc.code)
     for run in runs:
         tta = (f"{run['tta_s'] / 3600:.2f} h virtual, round {run['rta']}" if run["rta"] > 0 else "not reached")
-        best = float(np.max(run["accuracy"])) if len(run["accuracy"]) else math.nan
-        print(f"{run['label']}: status {run['status']}, best accuracy {best:.4f}, "
-              f"time-to-accuracy {run['target']:.2f}: {tta}")
-    plot(runs, args.output, args.target, args.title)
-    print(f"figure: {args.output}")
+        best = f"{np.max(run['accuracy']):.4f}" if len(run["accuracy"]) else "n/a (no evaluated round)"
+        target = f"{run['target']:.2f}" if run["target"] == run["target"] else "(no target)"
+        print(f"{run['label']}: status {run['status']}, best accuracy {best}, "
+              f"time-to-accuracy {target}: {tta}")
+    plot(runs, outputs(args), args.target, args.title)
+    print(f"figure: {', '.join(map(str, outputs(args)))}")
     return 0
 
 

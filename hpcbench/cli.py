@@ -24,7 +24,10 @@ SUBCOMMANDS: Registry[tuple[str, str]] = Registry("subcommand", {
     "pipeline": ("hpcbench.pipeline.__main__", "pipeline stages on MPI ranks with Sky Computing's layer allocation"),
     "costmodel": ("hpcbench.bench.costmodel", "allreduce over the link model against the alpha-beta model"),
     "train": ("hpcbench.train.__main__", "data-parallel training (KungFu's benchmark) with gradient synchronisers"),
-    "results": ("hpcbench.results_command", "convert result files: export --fedscale RUN.h5 (FedScale testing_perf)"),
+    "reproduce": ("hpcbench.reproduce.command",
+                  "regenerate the figures of jobs/reproduce.yaml and check their claims (quick or full tier)"),
+    "results": ("hpcbench.results_command",
+                "browse and convert result files: ls, show, diff, tensorboard, export --fedscale"),
 })
 
 

@@ -129,3 +129,27 @@ def test_adaptive_estimate_recovers_slowdowns_and_rebalance_reaches_optimal():
     np.testing.assert_allclose(estimate_slowdown(inst, even.bounds, even.order, busy), true)
     new = rebalance(inst, even.bounds, even.order, busy, "gpipe")
     assert new.bottleneck_s == pytest.approx(allocate("optimal", inst.with_slowdown(true)).bottleneck_s)
+
+
+def test_sky_dynamic_memory_pass_stops_after_the_move_that_fits():
+    """Sky's ``_allocate_by_mem`` checks the caps after every move: stage 0 takes one layer from the
+    over-full stage 1 and stops (layers 4, 2, 3), where checking after the whole inner loop kept taking
+    layers while stage 0 had room (5, 1, 3). The workload pass then moves boundaries right only."""
+    mem = np.array([1, 1, 1, 3, 1, 1, 1, 1, 1], dtype=float)
+    inst = Instance(np.array([3, 3, 3, 3, 1, 1, 1, 1, 1], dtype=float), mem, np.ones(9), [1.0, 1.0, 1.0],
+                    [10.0, 4.5, 10.0])
+    assert allocate("sky-dynamic", inst).layers_per_stage.tolist() == [4, 4, 1]
+    assert allocate("sky-dynamic", inst, break_iter=0).layers_per_stage.tolist() == [4, 2, 3]
+
+
+def test_sky_dynamic_takes_a_layer_only_strictly_below_the_cap():
+    """Sky moves a layer onto a stage only if its memory stays strictly below the cap (``<``): with
+    stage 0's cap exactly at 6, taking layer 3 (memory 6 = cap) is refused and stage 1 sheds a layer instead."""
+    mem = np.array([1, 1, 1, 3, 1, 1, 1, 1, 1], dtype=float)
+    inst = Instance(np.ones(9), mem, np.ones(9), [1.0, 1.0, 1.0], [6.0, 4.5, 10.0])
+    assert allocate("sky-dynamic", inst, break_iter=0).layers_per_stage.tolist() == [3, 2, 4]
+    even_fill = Instance(np.array([1.0, 1.0, 5.0, 1.0]), np.ones(4), np.ones(4), [1.0, 1.0], [3.0, 10.0])
+    # workload pass: stage 0 (2 layers, time 2) is under the mean but a third layer would reach its cap 3
+    assert allocate("sky-dynamic", even_fill).layers_per_stage.tolist() == [2, 2]
+    with pytest.raises(InfeasibleError, match="must exceed the smallest layer"):
+        allocate("sky-dynamic", Instance(np.ones(4), np.ones(4), np.ones(4), [1.0, 1.0], [1.0, 10.0]))

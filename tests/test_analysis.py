@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,9 @@ from mpitools import ROOT, run_mpi
 ANALYSIS = sorted(p for p in (ROOT / "analysis").glob("*.py") if not p.name.startswith("_"))
 
 _PROBE = """
-import runpy, sys
+import os, runpy, sys
 sys.argv = [sys.argv[1]] + sys.argv[2:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))   # as 'python SCRIPT' does
 try:
     runpy.run_path(sys.argv[0], run_name="__main__")
     code = 0
@@ -94,14 +96,18 @@ def test_fl_compare_summary_by_hand():
 
 
 @pytest.mark.mpi
-def test_fl_time_shares_redraws_the_recorded_client_times(fl_results):
-    """The redrawn times must equal the recorded ones (exit 2 otherwise); shares sum to 1."""
-    proc = _run_script(ROOT / "analysis" / "fl_time_shares.py", str(fl_results))
+def test_fl_time_shares_redraws_the_recorded_client_times(fl_results, tmp_path):
+    """The redrawn times must equal the recorded ones (exit 2 otherwise); shares sum to 1; PNG and PDF."""
+    png, pdf = tmp_path / "shares.png", tmp_path / "shares.pdf"
+    proc = _run_script(ROOT / "analysis" / "fl_time_shares.py", str(fl_results), "-o", str(png), "-o", str(pdf))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    row = next(line.split() for line in proc.stdout.splitlines() if line.startswith("digits.h5"))
-    shares = [float(v) for v in row[5].split("/")]
+    row = next(re.split(r"\s{2,}", line.strip()) for line in proc.stdout.splitlines()
+               if line.startswith("digits.h5"))
+    shares = [float(v) for v in row[5:8]]
     assert sum(shares) == pytest.approx(1.0, abs=2e-3) and shares[0] > 0.99  # ResNet-50's latency dwarfs 19 kB
-    assert row[6] == "19240/19240"
+    assert row[8:10] == ["19240", "19240"]
+    assert png.read_bytes()[:4] == b"\x89PNG" and pdf.read_bytes()[:4] == b"%PDF"
+    assert "nan" not in proc.stdout
     assert "up none, down none, compute trace" in proc.stdout
     assert "NO_MPI" in proc.stdout  # the clock is redrawn without starting MPI
 

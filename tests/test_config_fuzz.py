@@ -127,3 +127,92 @@ def test_huge_client_sample_count_is_rejected_before_allocation():
         load_config(FLConfig, None, {"dataset.samples_per_client": "100000000"})
     with pytest.raises(ConfigError, match="32-bit"):
         load_config(FLConfig, None, {"dataset.samples_per_client": "1000000", "dataset.num_clients": "5000"})
+
+
+# --- bounded inputs (issue 18 item 9, 11): alias bombs and non-finite floats, for every key ----------------
+BOMB = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def alias_bombs(draw):
+    """A YAML file whose anchors nest ``depth`` levels of ``width`` aliases (billion laughs), sequence or
+    merge-key form, placed under a real key; small ones are legal, big ones must be refused fast."""
+    width, depth = draw(st.integers(2, 12)), draw(st.integers(1, 12))
+    leaf = draw(st.sampled_from(['"lol"', "1", "0.5", "{x: 1}", "[]"]))
+    merge = draw(st.booleans())
+    lines = [f"a0: &a0 {{k0: {leaf}}}" if merge else f"a0: &a0 [{', '.join([leaf] * width)}]"]
+    for i in range(1, depth):
+        if merge:
+            refs = ", ".join([f"*a{i - 1}"] * width)
+            lines.append(f"a{i}: &a{i} {{<<: [{refs}], k{i}: {leaf}}}")
+        else:
+            lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]")
+    key = draw(st.sampled_from(KEYS))
+    *parents, last = key.split(".")
+    body = "".join(f"{'  ' * n}{p}:\n" for n, p in enumerate(parents)) + f"{'  ' * len(parents)}{last}: *a{depth - 1}"
+    return "\n".join(lines) + "\n" + body + "\n", width ** depth
+
+
+@BOMB
+@given(case=alias_bombs())
+def test_alias_bombs_are_refused_fast(tmp_path_factory, case):
+    import time
+
+    text, leaves = case
+    path = tmp_path_factory.mktemp("bomb") / "job.yaml"
+    path.write_text(text)
+    start = time.perf_counter()
+    try:
+        load_config(FLConfig, path)
+    except ConfigError as exc:
+        assert len(str(exc)) < 5000
+        if leaves > 200_000:
+            assert "expands to more than" in str(exc)
+    assert time.perf_counter() - start < 2.0
+
+
+def _float_keys():
+    """(overrides selecting the section, dotted key) of every float field of the FL, train and pipeline configs."""
+    import typing
+
+    from hpcbench.fl.aggregation import AGGREGATORS
+    from hpcbench.fl.selection import SELECTORS
+    from hpcbench.pipeline.config import PipelineConfig
+    from hpcbench.runtime.config import flatten_keys as keys_of
+    from hpcbench.train.config import TrainConfig
+
+    def floats(model, prefix=""):
+        from pydantic import BaseModel
+
+        out = []
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                out += floats(ann, f"{prefix}{name}.")
+            elif ann is float or float in typing.get_args(ann):
+                out.append(prefix + name)
+        return out
+
+    cases = [(FLConfig, {}, k) for k in floats(FLConfig)]
+    cases += [(TrainConfig, {}, k) for k in floats(TrainConfig)]
+    cases += [(PipelineConfig, {}, k) for k in floats(PipelineConfig)]
+    for section, registry in (("selection", SELECTORS), ("aggregator", AGGREGATORS)):
+        for name, cls in registry.items():
+            config = getattr(cls, "Config", None)
+            if config is not None:
+                cases += [(FLConfig, {section: name}, f"{section}.{k}") for k in floats(config)]
+    assert len(cases) > 40 and all(k in keys_of(m) for m, _, k in cases)
+    return cases
+
+
+FLOAT_KEYS = _float_keys()
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=st.sampled_from(FLOAT_KEYS),
+       text=st.sampled_from([".inf", "-.inf", ".nan", ".NaN", ".Inf", "1.0e+400", "-1.0e+999", "inf", "nan"]))
+def test_non_finite_floats_are_refused_for_every_float_key(case, text):
+    model, section, key = case
+    with pytest.raises(ConfigError) as info:
+        load_config(model, None, {**section, key: text})
+    assert key in str(info.value)

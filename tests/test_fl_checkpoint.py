@@ -174,7 +174,7 @@ def test_truncated_checkpoint_is_refused(checkpoint):
     _, ckpt = checkpoint
     data = ckpt.read_bytes()
     ckpt.write_bytes(data[: len(data) // 2])
-    with pytest.raises(InputError, match="not a readable checkpoint"):
+    with pytest.raises(InputError, match="truncated"):
         load_checkpoint(ckpt)
 
 
@@ -199,7 +199,7 @@ def test_crash_mid_write_leaves_previous_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(path, {"step": 4, "params": np.zeros(5, np.float32)})
     monkeypatch.undo()
-    state = load_checkpoint(path)
+    state = load_checkpoint(path, schema=False)
     assert state["step"] == 2 and state["params"].dtype == np.float32
     np.testing.assert_array_equal(state["params"], np.arange(5))
     assert os.listdir(tmp_path) == ["c.ckpt"]
@@ -208,7 +208,7 @@ def test_crash_mid_write_leaves_previous_checkpoint(tmp_path, monkeypatch):
 def test_round_trip_keeps_dtypes_and_nesting(tmp_path):
     state = {"a": np.array([1, 2], np.int64), "b": {3: {"w": np.ones((2, 2), np.float64)}}, "c": [1.5, None, "x"],
              "d": np.bool_(True), "e": np.zeros(3, bool)}
-    got = load_checkpoint(save_checkpoint(tmp_path / "s.ckpt", state))
+    got = load_checkpoint(save_checkpoint(tmp_path / "s.ckpt", state), schema=False)
     assert got["a"].dtype == np.int64 and got["b"][3]["w"].dtype == np.float64 and got["e"].dtype == bool
     assert got["c"] == [1.5, None, "x"] and got["d"] is True
 
@@ -239,7 +239,8 @@ def test_codec_state_continues_bit_for_bit_after_a_checkpoint(name, tmp_path):
     first = UpdateCodec(section, tensors, 1)
     for i, d in enumerate(updates[:3]):
         first.encode(d, client_id=i % 2)
-    state = load_checkpoint(save_checkpoint(tmp_path / "c.ckpt", {"uplink": first.state_dict()}))["uplink"]
+    state = load_checkpoint(save_checkpoint(tmp_path / "c.ckpt", {"uplink": first.state_dict()}),
+                            schema=False)["uplink"]
     if name == "qsgd":
         assert state["generators"], "qsgd's rounding generator is saved"
     second = UpdateCodec(section, tensors, 1)

@@ -404,6 +404,13 @@ def test_sigkill_leaves_readable_rounds(tmp_path):
     n = len(rounds["round"])
     assert n >= 3
     assert np.array_equal(rounds["round"], np.arange(1, n + 1))
+    # ... and `hpcbench results show` tells it from a live run: its writer is gone (docs/architecture.md,
+    # "Data-safety guarantees")
+    from hpcbench.results.status import file_status
+    from hpcbench.results_command import main as results_main
+
+    assert file_status(out).state == "interrupted"
+    assert results_main(["show", str(out)]) == 0
     assert np.all(np.isfinite(rounds["test_accuracy"]))
     assert np.all(np.isfinite(rounds["virtual_time_s"]))
 

@@ -2,8 +2,11 @@
 
 Fault injection: ``--fault-inject RANK:STEP:MODE`` makes one rank fail at one
 round; the whole job must end within 10 s of the fault with status 1 (an
-exception), 2 (an input error) or non-zero (a rank that vanished), under
-``mpiexec`` and ``mpiexec ... python -m mpi4py``.
+exception), 2 (an input error) or the launcher's status for a rank that
+vanished, under ``mpiexec`` and ``mpiexec ... python -m mpi4py``; and the
+results file must say so, whichever rank failed: ``failed`` when the failing
+rank could tell rank 0, ``interrupted`` (the heartbeat) when it vanished
+(docs/architecture.md, "Data-safety guarantees").
 """
 
 from __future__ import annotations
@@ -55,27 +58,112 @@ def _launch_timed(n: int, args: list[str], marker: str, timeout: float = 240.0, 
     return proc.returncode, err, ended - seen_at[0]
 
 
+def _file_state(out: Path):
+    from hpcbench.results.status import file_status
+    from mpitools import wait_unlocked
+
+    wait_unlocked(out)
+    return file_status(out)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("n, rank, mode", [
     (2, 0, "raise"),   # the aggregator raises
     (2, 1, "raise"),   # an executor raises
-    (4, 3, "raise"),
     (4, 0, "input"),   # an input error found mid-run keeps status 2
-    (4, 2, "exit"),    # an executor vanishes (os._exit)
+    (4, 1, "raise"),   # at -n 4, a fault on each rank: 0, 1, 2, 3
+    (4, 2, "input"),
+    (4, 3, "raise"),
+    (4, 2, "exit"),    # an executor vanishes (os._exit): no handler runs
 ])
-def test_fault_ends_every_rank_fast(tmp_path, n, rank, mode):
+def test_fault_ends_every_rank_fast_and_marks_the_file(tmp_path, n, rank, mode):
     out = tmp_path / "fault.h5"
     rc, err, after = _launch_timed(n, [CONFIG, *FAST, "--output", str(out), "--fault-inject",
                                        f"{rank}:3:{mode}"], marker="fault injected")
     assert after < 10.0, f"job took {after:.1f} s to end after the fault:\n{err[-3000:]}"
+    state = _file_state(out)
     if mode == "raise":
         assert rc == 1, (rc, err[-3000:])
         assert err.count("error: RuntimeError: fault injected") == 1, err[-3000:]
     elif mode == "input":
         assert rc == 2, (rc, err[-3000:])
         assert "Traceback" not in err
-    else:
-        assert rc != 0, err[-3000:]
+    else:  # hydra ORs the wait statuses: the rank's own 1, or 9 (SIGKILL) of the ranks it killed
+        assert rc in (1, 9), (rc, err[-3000:])
+        assert state.state == "interrupted", state
+        return
+    assert state.state == "failed" and "fault injected" in state.detail, state
+    if rank:  # told by the failing rank, before the abort
+        assert state.detail.startswith(f"rank {rank}: "), state
+
+
+def test_vanishing_rank_exits_with_the_failure_status(tmp_path):
+    """MODE exit leaves with 1 (EXIT_FAILURE), as a launcher that reports the rank's own status shows it."""
+    out = tmp_path / "x.h5"
+    proc = subprocess.run([sys.executable, "-m", "hpcbench.fl", CONFIG, *FAST, "--output", str(out),
+                           "--fault-inject", "0:1:exit"], cwd=str(ROOT), capture_output=True, text=True,
+                          timeout=180, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert _file_state(out).state == "interrupted"
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find a rank's process")
+def test_sigterm_of_one_rank_marks_the_file_failed(tmp_path):
+    """SIGTERM to rank 2 alone (a node's scheduler, an operator): exit 1, the file says which rank stopped."""
+    import signal
+
+    out = tmp_path / "term.h5"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    cmd = [mpiexec_path(), "-n", "3", sys.executable, "-m", "hpcbench.fl", CONFIG, "--rounds", "100000",
+           "--eval_interval", "1000", "--progress", "false", "--output", str(out)]
+    proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        pid = _rank_pid(proc.pid, 2, lambda: out.exists(), timeout=120)
+        time.sleep(1.0)  # well inside the rounds
+        os.kill(pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, err[-3000:]
+    state = _file_state(out)
+    assert state.state == "failed" and state.detail.startswith("rank 2: Terminated"), state
+
+
+def _rank_pid(root: int, rank: int, ready, timeout: float) -> int:
+    """The pid of MPI rank ``rank`` below process ``root`` (its PMI_RANK), once ``ready()``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/environ", "rb") as fh:
+                        env = fh.read().split(b"\0")
+                    with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                        cmdline = fh.read()
+                except OSError:
+                    continue
+                if b"hpcbench.fl" in cmdline and f"PMI_RANK={rank}".encode() in env and _below(int(entry), root):
+                    return int(entry)
+        time.sleep(0.2)
+    raise AssertionError(f"rank {rank} never appeared")
+
+
+def _below(pid: int, root: int) -> bool:
+    while pid > 1:
+        if pid == root:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 @pytest.mark.mpi

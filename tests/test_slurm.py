@@ -54,10 +54,18 @@ def test_bad_input_exit_2_under_sbatch(tmp_path):
     assert log.count("'rounds'") == 1, log
 
 
-def test_failing_rank_ends_the_step(tmp_path):
+@pytest.mark.parametrize("fault, status, state", [
+    ("1:3:raise", 1, "failed"),   # srun would report 137 for MPI_Abort: the lifecycle leaves with 1 instead
+    ("2:3:input", 2, "failed"),
+    ("1:3:exit", 1, "failed"),    # a rank vanishes: --kill-on-bad-exit's SIGTERM is a failure for the others
+])
+def test_failing_rank_ends_the_step(tmp_path, fault, status, state):
+    from hpcbench.results.status import file_status
+
     t0 = time.time()
     code, log, _, _ = _submit(tmp_path, "jobs/configs/digits.yaml", "--rounds", "400", "--eval_interval", "50",
                               "--progress", "false", "--output", str(tmp_path / "x.h5"),
-                              "--fault-inject", "1:3:raise")
-    assert code != 0 and "fault injected on rank 1" in log, log[-3000:]
+                              "--fault-inject", fault)
+    assert code == status and f"fault injected on rank {fault[0]}" in log, (code, log[-3000:])
     assert time.time() - t0 < 120
+    assert file_status(tmp_path / "x.h5").state == state

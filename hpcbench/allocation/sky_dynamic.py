@@ -6,8 +6,10 @@ from the even split, in the given device order:
 1. *memory pass* (``_allocate_by_mem``): for each stage ``j`` in turn, while
    it exceeds its cap and holds more than one layer, hand its last layer to
    stage ``j + 1``; then, while it is under its cap and stage ``j + 1`` holds
-   more than one layer, take stage ``j + 1``'s first layer if it still fits.
-   Stop once every stage fits; fail if a sweep changes nothing;
+   more than one layer, take stage ``j + 1``'s first layer if the stage's
+   memory with it stays strictly below the cap (Sky's ``<``). After every
+   single move, stop if every stage fits (memory ``<=`` cap, Sky's
+   ``_list_greater_than``), as Sky does; fail if a sweep changes nothing;
 2. *workload pass* (``_allocate_by_flops_time``): with workload ``w_j =
    slowdown_j / min(slowdown) * sum(layer cost)`` and target ``mean(w)``,
    sweep ``j = 0 .. D-2``: a stage under target whose successor holds more
@@ -49,15 +51,14 @@ def _by_memory(bounds: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> np.ndarr
         for j in range(d - 1):
             while used(j) > cap[j] and bounds[j + 1] - bounds[j] > 1:
                 bounds[j + 1] -= 1
-            if fits():
-                return bounds
+                if fits():
+                    return bounds
             while used(j) < cap[j] and bounds[j + 2] - bounds[j + 1] > 1:
-                if msum[bounds[j + 1] + 1] - msum[bounds[j]] <= cap[j]:
-                    bounds[j + 1] += 1
-                else:
+                if not msum[bounds[j + 1] + 1] - msum[bounds[j]] < cap[j]:
                     break
-            if fits():
-                return bounds
+                bounds[j + 1] += 1
+                if fits():
+                    return bounds
         if np.array_equal(before, bounds):
             used_all = [f"{used(j):.4g}" for j in range(d)]
             raise InfeasibleError(f"sky-dynamic: memory allocation failed: stage memory {used_all} B "
@@ -77,13 +78,15 @@ def allocate(inst: Instance, break_iter: int = 1000) -> Allocation:
     Raises
     ------
     InfeasibleError
-        Fewer layers than devices, or the memory pass cannot fit the caps.
+        Fewer layers than devices, the smallest cap is not above the
+        smallest layer's memory (Sky's assertion, strict as Sky's), or the
+        memory pass cannot fit the caps.
     """
     inst.check_shape()
     d = inst.num_devices
     mem, cap = inst.layer_mem_bytes, inst.mem_cap_bytes
-    if cap.min() < mem.min():
-        raise InfeasibleError(f"sky-dynamic: the smallest device cap ({cap.min():.4g} B) cannot hold the "
+    if not cap.min() > mem.min():
+        raise InfeasibleError(f"sky-dynamic: the smallest device cap ({cap.min():.4g} B) must exceed the "
                               f"smallest layer ({mem.min():.4g} B)")
     bounds = _by_memory(even_bounds(inst.num_layers, d), mem, cap)
     msum = np.concatenate([[0.0], np.cumsum(mem)])

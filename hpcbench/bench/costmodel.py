@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from hpcbench.runtime.config import parse_finite
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point
 
@@ -42,7 +43,7 @@ COLUMNS = [("link", "float64", "bit/s", "modelled link rate"),
            ("cpu", "float64", "1", "process CPU / wall time of the timed calls, largest over ranks")]
 
 
-def _floats(text: str, key: str, parse=float) -> list:
+def _floats(text: str, key: str, parse=parse_finite) -> list:
     try:
         vals = [parse(v) for v in str(text).split(",") if v.strip()]
     except ValueError as exc:
@@ -110,6 +111,13 @@ class CostModelJob(Job):
 
     def output(self):
         return self.cfg["output"], {}
+
+    def memory_need(self):
+        """Three buffers of the largest ``--sizes-mb`` per rank (input, output, the algorithm's scratch)."""
+        from hpcbench.runtime.memory import MemoryNeed
+
+        biggest = max(self.cfg["sizes"])
+        return MemoryNeed(3 * biggest, f"--sizes-mb {biggest / 1e6:g}")
 
     def config_record(self):
         c = dict(self.cfg)

@@ -23,8 +23,8 @@ Where hpcbench differs from FedScale's ``AsyncAggregator``
 - FedScale may hand a client a new task while its previous one is in flight
   (it selects among all online clients); here a client is in flight at most
   once (in-flight clients are not candidates).
-- FedScale weights by ``1 / (1 + tau)`` and divides by the sum of those
-  weights; here FedBuff's ``1 / sqrt(1 + tau)`` and division by K, as in the
+- FedScale weights by the same ``1 / sqrt(1 + tau)`` but divides by the sum
+  of those weights (``update_weight_aggregation``); here by K, as in the
   paper.
 - FedScale checks availability at the finish time and then ignores the
   result (its dropout branch is ``pass``); here a client offline at its
@@ -165,6 +165,13 @@ class FedBuffPlanner:
         K (>= 1).
     max_staleness : int
         Larger staleness is dropped (>= 0).
+    arrival_interval_s : float, default 0
+        The k-th client (k = 1, 2, ...) a refill selects starts ``k x
+        arrival_interval_s`` virtual seconds after the refill, from the model
+        version current at the refill (FedScale's ``arrival_interval``,
+        ``examples/async_fl/async_aggregator.py`` before its removal: each
+        sampled client's start is the previous one's plus the interval). Its
+        slot is taken from the refill on. 0: every client starts at once.
 
     Notes
     -----
@@ -174,10 +181,12 @@ class FedBuffPlanner:
     that ran the planner would get the same schedule (only rank 0 does).
     """
 
-    def __init__(self, clock, concurrency: int, buffer_size: int, max_staleness: int) -> None:
-        if concurrency < 1 or buffer_size < 1 or max_staleness < 0:
+    def __init__(self, clock, concurrency: int, buffer_size: int, max_staleness: int,
+                 arrival_interval_s: float = 0.0) -> None:
+        if concurrency < 1 or buffer_size < 1 or max_staleness < 0 or not arrival_interval_s >= 0:
             raise ValueError(f"concurrency {concurrency} and buffer_size {buffer_size} must be >= 1, "
-                             f"max_staleness {max_staleness} >= 0")
+                             f"max_staleness {max_staleness} and arrival_interval_s {arrival_interval_s} >= 0")
+        self.arrival_interval_s = float(arrival_interval_s)
         self.clock = clock
         self.concurrency = int(concurrency)
         self.buffer_size = int(buffer_size)
@@ -280,9 +289,10 @@ class FedBuffPlanner:
         ids = np.sort(np.asarray(self.clock.selector.select(self._selections, candidates, free), np.int64))
         rng = np.random.default_rng([self._seed, self._selections, 0xFEDB])
         compute, comm = self.clock.client_times(ids, rng)
-        for cid, c, m in zip(ids.tolist(), compute.tolist(), comm.tolist()):
+        for k, (cid, c, m) in enumerate(zip(ids.tolist(), compute.tolist(), comm.tolist()), start=1):
             self._tasks += 1
-            task = Task(self._tasks, cid, self.version, self.now_s, c, m)
+            start = self.now_s + k * self.arrival_interval_s if self.arrival_interval_s else self.now_s
+            task = Task(self._tasks, cid, self.version, start, c, m)
             self._in_flight[task.task] = task
             self._busy.add(cid)
             heapq.heappush(self._heap, (task.finish_s, task.task))

@@ -60,7 +60,11 @@ def testing_perf(path: str | Path) -> dict:
     from hpcbench.fl.data import DATASETS
     from hpcbench.results import read_attrs, read_table
 
+    from hpcbench.runtime.bounded import short_repr
+
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a result file")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
@@ -68,23 +72,28 @@ def testing_perf(path: str | Path) -> dict:
         rounds = read_table(path, "rounds")
     except OSError:
         raise InputError(f"{path}: not an HDF5 file") from None
-    except (KeyError, ValueError) as exc:
-        raise InputError(f"{path}: not an hpcbench FL result file ({exc})") from None
+    except (KeyError, ValueError, TypeError, RecursionError) as exc:
+        raise InputError(f"{path}: not an hpcbench FL result file ({short_repr(str(exc), 200)})") from None
     if attrs.get("kind") != "fl" or "config" not in attrs:
-        raise InputError(f"{path}: not an hpcbench FL result file (kind {attrs.get('kind')!r})")
-    cfg = attrs["config"]
-    perf: OrderedDict = OrderedDict()
-    for r, clock, loss, acc in zip(rounds["round"], rounds["virtual_time_s"], rounds["test_loss"],
-                                   rounds["test_accuracy"]):
-        if math.isnan(acc):
-            continue
-        perf[int(r)] = {"round": int(r), "clock": float(clock), "loss": float(loss), "top_1": float(acc),
-                        "top_5": math.nan}
-    policy = {v: k for k, v in GRADIENT_POLICIES.items()}.get(cfg["aggregator"]["name"], cfg["aggregator"]["name"])
-    dataset = DATASETS.get(cfg["dataset"]["name"])
-    return {"data_set": cfg["dataset"]["name"], "model": cfg["model"]["name"],
-            "sample_mode": cfg["selection"]["name"], "gradient_policy": policy,
-            "task": _TASKS.get(getattr(dataset, "input_kind", ""), "cv"), "perf": perf}
+        raise InputError(f"{path}: not an hpcbench FL result file (kind {short_repr(attrs.get('kind'))})")
+    try:
+        cfg = attrs["config"]
+        perf: OrderedDict = OrderedDict()
+        for r, clock, loss, acc in zip(rounds["round"], rounds["virtual_time_s"], rounds["test_loss"],
+                                       rounds["test_accuracy"]):
+            if math.isnan(acc):
+                continue
+            perf[int(r)] = {"round": int(r), "clock": float(clock), "loss": float(loss), "top_1": float(acc),
+                            "top_5": math.nan}
+        aggregator = str(cfg["aggregator"]["name"])
+        policy = {v: k for k, v in GRADIENT_POLICIES.items()}.get(aggregator, aggregator)
+        dataset = DATASETS.get(cfg["dataset"]["name"])
+        return {"data_set": str(cfg["dataset"]["name"]), "model": str(cfg["model"]["name"]),
+                "sample_mode": str(cfg["selection"]["name"]), "gradient_policy": policy,
+                "task": _TASKS.get(getattr(dataset, "input_kind", ""), "cv"), "perf": perf}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: not an hpcbench FL result file (its config or rounds table lacks "
+                         f"{short_repr(str(exc), 100)})") from None
 
 
 def write_testing_perf(path: str | Path, out: str | Path | None = None,
@@ -110,14 +119,15 @@ def write_testing_perf(path: str | Path, out: str | Path | None = None,
     Raises
     ------
     InputError
-        As :func:`testing_perf`; ``out`` exists and ``overwrite`` is false; ``out``'s folder is missing.
+        As :func:`testing_perf`; ``out`` is a directory, or exists and ``overwrite`` is false, or cannot be
+        written (:func:`hpcbench.runtime.paths.check_output_path`).
     """
+    from hpcbench.runtime.paths import check_output_path
+
     history = testing_perf(path)
-    out = Path(out) if out is not None else Path(path).with_suffix(".testing_perf.pkl")
-    if out.exists() and not overwrite:
-        raise InputError(f"{out}: exists; pass --overwrite to replace it")
-    if not out.parent.is_dir():
-        raise InputError(f"{out}: folder {out.parent} does not exist")
+    out = check_output_path(Path(out) if out is not None else Path(path).with_suffix(".testing_perf.pkl"),
+                            "output", overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)  # a relative path's folders (check_output_path's rule)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as f:

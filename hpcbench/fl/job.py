@@ -15,6 +15,28 @@ from hpcbench.runtime.lifecycle import Job
 __all__ = ["InputError", "Setup", "prepare", "FLJob"]
 
 
+def _file_keys(path) -> dict:
+    """The dotted keys a YAML job file sets (empty without a file; its own errors come later, from load_config)."""
+    if path is None:
+        return {}
+    from hpcbench.runtime.config import ConfigError, read_yaml_mapping
+
+    try:
+        tree = read_yaml_mapping(path)
+    except ConfigError:
+        return {}
+    out: dict = {}
+
+    def walk(node, prefix):
+        for key, value in node.items():
+            out[prefix + str(key)] = value
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+
+    walk(tree, "")
+    return out
+
+
 class FLJob(Job):
     """``python -m hpcbench.fl``: the federated emulation under the shared lifecycle.
 
@@ -48,18 +70,18 @@ class FLJob(Job):
         from hpcbench.fl.config import FLConfig
         from hpcbench.runtime.config import ConfigError, config_overrides, load_config
 
-        tree, source = None, args.config or "defaults"
+        tree, source, overrides = None, args.config or "defaults", config_overrides(args)
+        self.fedscale = None
         if args.fedscale_conf is not None:
             from hpcbench.fl.fedscale_conf import read_fedscale_conf
 
-            job = read_fedscale_conf(args.fedscale_conf)
+            in_file = _file_keys(args.config)
+            self.fedscale = job = read_fedscale_conf(args.fedscale_conf, {**in_file, **overrides},
+                                                     {k: f"{args.config}'s {k}" for k in in_file if k not in overrides})
             tree, source = job.tree, f"FedScale file {args.fedscale_conf}" + (
                 f" and {args.config}" if args.config else "")
-            if job.ignored and self.comm.rank == 0:
-                print(f"hpcbench fl: FedScale keys ignored (deployment only, or no effect here): "
-                      f"{', '.join(job.ignored)}", flush=True)
         try:
-            self.cfg = load_config(FLConfig, args.config, config_overrides(args), tree)
+            self.cfg = load_config(FLConfig, args.config, overrides, tree)
         except ConfigError as exc:
             if tree is None:
                 raise
@@ -69,15 +91,17 @@ class FLJob(Job):
         from hpcbench.runtime.lifecycle import format_output_path
 
         format_output_path(self.cfg.checkpoint, {"output": "x.h5", "job_name": self.cfg.job_name}, "checkpoint")
+        self.resume_path = None
         self.resume = None if args.resume is None else self._load_resume(args.resume)
 
     def _load_resume(self, path: str) -> dict:
-        """The checkpoint to continue (every rank reads it), checked against this run's config.
+        """The checkpoint to continue (every rank reads and verifies it), checked against this run's config.
 
         Raises
         ------
         InputError
-            Missing or corrupt file, a config that differs in keys other than
+            Missing, corrupt (digest) or incomplete (schema) file, a config
+            that differs in keys other than
             :data:`hpcbench.fl.checkpoint.RESUMABLE_KEYS` (named), or fewer
             ``rounds`` than the checkpoint has done.
         """
@@ -86,17 +110,17 @@ class FLJob(Job):
         state = load_checkpoint(path)
         try:
             differ = config_differences(state["config"], self.cfg.model_dump())
-            step, output = int(state["step"]), str(state["output"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"--resume: {path!r} is an incomplete checkpoint ({type(exc).__name__}: {exc})") \
-                from None
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise InputError(f"--resume: {path!r} holds an unreadable config ({type(exc).__name__})") from None
+        step, output = int(state["step"]), str(state["output"])
         if differ:
             raise InputError(f"--resume: the config differs from the checkpoint's in {', '.join(differ)}; only "
                              f"{', '.join(RESUMABLE_KEYS)} may change on resume")
+        if state["mode"] != self.cfg.mode:
+            raise InputError(f"--resume: {path!r} is a {state['mode']} checkpoint; this job's mode is {self.cfg.mode!r}")
         if self.cfg.rounds < step:
             raise InputError(f"rounds: {self.cfg.rounds} is less than the {step} the checkpoint {path!r} has done")
-        if not output:
-            raise InputError(f"--resume: checkpoint {path!r} names no results file to append to")
+        self.resume_path = path
         if self.comm.rank != 0:  # executors need only the position
             state = {"step": step, "output": output}
         return state
@@ -107,12 +131,49 @@ class FLJob(Job):
     def prepare(self) -> None:
         from hpcbench.runtime.heap import fix_mmap_threshold
 
-        if self.cfg.client_training != "numpy":  # the numpy engine never imports torch
+        from hpcbench.fl.setup import uses_torch
+
+        if uses_torch(self.cfg, self.comm):  # torch only where a torch engine trains (or the job needs it)
             import torch
 
             torch.set_num_threads(1)
         fix_mmap_threshold()  # each round's update buffers go back to the system when freed
         self.setup = prepare(self.cfg, self.comm)
+        self.fedscale_notes = []
+        if self.fedscale is not None:
+            from hpcbench.fl.fedscale_conf import client_size_notes
+
+            self.fedscale_notes = self.fedscale.notes + client_size_notes(self.fedscale.filters,
+                                                                           self.setup.dataset.client_sizes())
+            if self.comm.rank == 0:  # after every rank's checks: nothing is printed for a job that exits 2
+                if self.fedscale.ignored:
+                    print(f"hpcbench fl: FedScale keys ignored (deployment only, no effect here, or overridden): "
+                          f"{', '.join(self.fedscale.ignored)}", flush=True)
+                for note in self.fedscale_notes:
+                    print(f"hpcbench fl: FedScale meaning: {note}", flush=True)
+        if self.resume is not None and self.comm.rank == 0:
+            from hpcbench.fl.resume import verify_resume
+
+            verify_resume(self.resume, self.setup, self.resume_path)
+
+    def side_outputs(self, output):
+        if not self.cfg.checkpoint_interval:
+            return {}
+        from hpcbench.runtime.lifecycle import format_output_path
+        from hpcbench.runtime.paths import same_file
+
+        path = format_output_path(self.cfg.checkpoint, {"output": str(output), "job_name": self.cfg.job_name},
+                                  "checkpoint")
+        resumed = self.resume is not None and same_file(path, self.resume_path)
+        return {"checkpoint": (path, resumed)}
+
+    def fault_steps(self) -> int:
+        return self.cfg.rounds
+
+    def memory_need(self):
+        from hpcbench.fl.limits import memory_need
+
+        return memory_need(self.cfg)
 
     def output(self):
         return self.cfg.output, {"job_name": self.cfg.job_name}
@@ -128,7 +189,8 @@ class FLJob(Job):
                     job_name=cfg.job_name, target_accuracy=cfg.target_accuracy,
                     selection=cfg.selection.name, aggregator=cfg.aggregator.name,
                     time_to_accuracy_s=math.nan, rounds_to_accuracy=-1, mode=cfg.mode,
-                    uplink_wire_bytes=setup.clock.up_bytes, downlink_wire_bytes=setup.clock.down_bytes)
+                    uplink_wire_bytes=setup.clock.up_bytes, downlink_wire_bytes=setup.clock.down_bytes,
+                    fedscale_notes="\n".join(self.fedscale_notes))
 
     def run(self, results) -> int:
         cfg, setup, comm = self.cfg, self.setup, self.comm
@@ -142,10 +204,10 @@ class FLJob(Job):
             print(describe(cfg, str(results.path), comm.size, self.source), flush=True)
         progress = None
         if comm.rank == 0 and cfg.progress:
-            from tqdm import tqdm
-            progress = tqdm(total=cfg.rounds, initial=self.resume["step"] if self.resume else 0,
-                            desc=cfg.job_name, unit="round", file=sys.stderr)
-        emu = loop(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
+            from hpcbench.runtime.progress import progress_bar
+            progress = progress_bar(cfg.rounds, cfg.job_name, "round", sys.stderr,
+                                    initial=self.resume["step"] if self.resume else 0)
+        emu = loop(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator, setup.server_model)
         emu.uplink, emu.downlink = setup.uplink, setup.downlink
         if self.resume is not None:
             emu.resume, emu.resume_step = (self.resume if comm.rank == 0 else None), int(self.resume["step"])

@@ -7,6 +7,7 @@ from typing import Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from hpcbench.allocation import ALLOCATORS, SCHEDULES
+from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict
 from hpcbench.traces.speed import check_speed_spec
@@ -63,14 +64,6 @@ class DevicesConfig(Strict):
         return v
 
 
-class LinkConfig(Strict):
-    """Point-to-point links: ``shared`` (MPI over shared memory) or ``model`` (latency, bandwidth)."""
-
-    kind: Literal["shared", "model"] = "shared"
-    latency_s: float = Field(0.0, ge=0.0)
-    bandwidth: str = "1Gbit"
-
-
 class AdaptiveConfig(Strict):
     """Run-time re-balancing from measured stage times (allocator ``adaptive``)."""
 
@@ -96,7 +89,8 @@ class PipelineConfig(Strict):
     time_dilation: float = Field(1.0, ge=1.0)
     milp_time_limit_s: float = Field(300.0, gt=0.0)
     devices: DevicesConfig = DevicesConfig()
-    link: LinkConfig = LinkConfig()
+    link: LinkConfig = LinkConfig(bandwidth="1Gbit")
+    """point-to-point links between stages (train's link section; trace_* keys are refused: constant rates)"""
     adaptive: AdaptiveConfig = AdaptiveConfig()
     progress: bool = False
     chrome_trace: Union[bool, str] = Field(False, description=(
@@ -128,6 +122,9 @@ class PipelineConfig(Strict):
 
     @model_validator(mode="after")
     def _batches(self):
+        if self.link.trace_index is not None:
+            raise ValueError(f"link.trace_index: {self.link.trace_index}: the pipeline's links have a constant "
+                             f"rate (link.bandwidth); trace replay is train's")
         if self.batch_size % self.micro_batches:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
                              f"({self.micro_batches})")

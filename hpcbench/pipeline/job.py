@@ -10,6 +10,7 @@ import numpy as np
 
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point
+from hpcbench.runtime.texttable import fmt
 
 __all__ = ["PipelineJob"]
 
@@ -100,6 +101,12 @@ class PipelineJob(Job):
         if cfg.compute == "real" and cfg.time_dilation != 1.0:
             raise InputError(f"time_dilation: {cfg.time_dilation} needs compute: emulated (real compute "
                              f"cannot be dilated)")
+
+    def memory_need(self):
+        from hpcbench.pipeline.model import memory_need
+
+        cfg = self.cfg
+        return memory_need(cfg, cfg.batch_size // cfg.micro_batches, cfg.compute == "real" or self.comm.rank == 0)
 
     def prepare(self) -> None:
         import torch
@@ -301,6 +308,6 @@ class PipelineJob(Job):
         speedup = measured_even / measured if measured_even == measured_even else float("nan")
         extra = f"  (final {final:.4g} s vs optimal {final_opt.predicted_iteration_s:.4g} s, {rebalances} re-balances)" \
             if name == "adaptive" else ""
-        print(f"{name:<12} {alloc.predicted_iteration_s:>12.4g} {measured:>12.4g} {err:>+6.1f} {speedup:>8.2f} "
+        print(f"{name:<12} {alloc.predicted_iteration_s:>12.4g} {measured:>12.4g} {err:>+6.1f} {fmt(speedup, '.2f', 'no even'):>8} "
               f"{alloc.solve_s:>9.3g}  {lps if len(lps) < 60 else lps[:57] + '...'}{extra}")
         sys.stdout.flush()

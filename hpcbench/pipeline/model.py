@@ -15,7 +15,8 @@ from torch import nn
 
 from hpcbench.pipeline.config import ModelConfig
 
-__all__ = ["Embedding", "Pooler", "build_layers", "activation_shape", "synthetic_batch"]
+__all__ = ["Embedding", "Pooler", "build_layers", "parameter_count", "memory_need", "activation_shape",
+           "synthetic_batch"]
 
 
 class Embedding(nn.Module):
@@ -52,6 +53,33 @@ def build_layers(cfg: ModelConfig, seed: int) -> list[nn.Module]:
                                                  activation="gelu", batch_first=True))
     layers += [Pooler(cfg.hidden), nn.Linear(cfg.hidden, cfg.classes)]
     return layers
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """Parameters of all pipeline layers of :func:`build_layers` (counted, nothing built).
+
+    Embedding ``(vocab + seq_len) h``; each encoder layer ``12 h^2 + 13 h``
+    (attention's input projection ``3h^2 + 3h`` and output ``h^2 + h``, the
+    ``4h`` feed-forward ``8h^2 + 5h``, two layer norms ``4h``); pooler
+    ``h^2 + h``; classifier ``h classes + classes``.
+    """
+    h = cfg.hidden
+    return ((cfg.vocab + cfg.seq_len) * h + cfg.layers * (12 * h * h + 13 * h) + h * h + h
+            + h * cfg.classes + cfg.classes)
+
+
+def memory_need(cfg, micro_batch: int, builds: bool):
+    """A rank's estimated peak memory (:class:`~hpcbench.runtime.memory.MemoryNeed`): ``builds`` -- it holds
+    every layer (rank 0 profiles them all; with real compute every rank builds them) -- its weights and
+    gradients (8 bytes per parameter) plus one layer's activations for a micro-batch; else nothing."""
+    from hpcbench.runtime.memory import MemoryNeed
+
+    m = cfg.model
+    keys = f"model.layers={m.layers}, model.hidden={m.hidden}, model.seq_len={m.seq_len}, model.vocab={m.vocab}"
+    if not builds:
+        return MemoryNeed(0, keys)
+    activations = 4 * micro_batch * m.seq_len * (8 * m.hidden + m.heads * m.seq_len)
+    return MemoryNeed(8 * parameter_count(m) + activations, keys)
 
 
 def activation_shape(cfg: ModelConfig, layer: int, micro_batch: int) -> tuple[int, ...]:

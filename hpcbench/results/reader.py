@@ -7,7 +7,7 @@ import json
 import h5py
 import numpy as np
 
-__all__ = ["read_table", "read_attrs"]
+__all__ = ["read_table", "read_attrs", "open_file", "table_units"]
 
 
 def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
@@ -45,10 +45,50 @@ def _read(h5: h5py.File, name: str) -> dict[str, np.ndarray]:
     return out
 
 
-def read_attrs(path) -> dict:
-    """Root attributes of a result file, with ``config`` parsed from JSON."""
-    with h5py.File(path, "r") as h5:
-        attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in h5.attrs.items()}
+def read_attrs(path_or_file) -> dict:
+    """Root attributes of a result file (a path or an open ``h5py.File``), with ``config`` parsed from JSON.
+
+    Raises
+    ------
+    OSError
+        The file cannot be read as HDF5.
+    ValueError
+        Its ``config_json`` is not JSON (or is nested too deeply to parse).
+    """
+    if isinstance(path_or_file, h5py.File):
+        attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in path_or_file.attrs.items()}
+    else:
+        with h5py.File(path_or_file, "r", locking=False) as h5:
+            attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in h5.attrs.items()}
     if "config_json" in attrs:
-        attrs["config"] = json.loads(attrs["config_json"])
+        try:
+            attrs["config"] = json.loads(attrs["config_json"])
+        except RecursionError:
+            raise ValueError(f"{getattr(path_or_file, 'filename', path_or_file)}: config_json is nested too deeply") from None
     return attrs
+
+
+def open_file(path) -> h5py.File:
+    """Open a result file for reading without HDF5's file lock, so that a run still writing it can be read.
+
+    Rows of the table being appended at that moment may be incomplete;
+    trust each table's ``rows`` attribute. Use it as a context manager.
+    """
+    return h5py.File(path, "r", locking=False)
+
+
+def table_units(path_or_file, name: str) -> dict[str, str]:
+    """``units`` attribute of every column of table ``name`` (column order).
+
+    Raises
+    ------
+    KeyError
+        If the file has no such table.
+    """
+    if not isinstance(path_or_file, h5py.File):
+        with h5py.File(path_or_file, "r") as h5:
+            return table_units(h5, name)
+    if name not in path_or_file:
+        raise KeyError(f"{path_or_file.filename}: no table {name!r}")
+    group = path_or_file[name]
+    return {col: str(group[col].attrs.get("units", "")) for col in json.loads(group.attrs["columns"])}

@@ -6,11 +6,18 @@ appended and the file is flushed after every append, so a run killed with
 SIGKILL leaves a readable file holding every completed append.
 
 Only one process (rank 0) ever opens the file; this module does not import MPI.
+Within that process a lock makes every write (an append with its row count,
+a heartbeat, marking the file failed from the lifecycle's failure listener)
+atomic with respect to the others, so a flush never lands between a column's
+resize and its data.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -18,10 +25,18 @@ from typing import Any, Mapping, Sequence
 import h5py
 import numpy as np
 
-__all__ = ["Column", "Table", "ResultsFile", "SCHEMA_VERSION"]
+__all__ = ["Column", "Table", "ResultsFile", "SCHEMA_VERSION", "HEARTBEAT_S"]
 
 SCHEMA_VERSION = 1
 _CHUNK_ROWS = 256
+#: seconds between two ``heartbeat`` writes of a running file (:meth:`ResultsFile.start_heartbeat`)
+HEARTBEAT_S = 10.0
+
+
+def _utc_now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
 @dataclass(frozen=True)
@@ -86,6 +101,10 @@ class Table:
         ValueError
             If the arrays differ in length.
         """
+        with self._owner._lock:
+            self._append(rows, flush)
+
+    def _append(self, rows: Mapping[str, Any], flush: bool) -> None:
         missing = set(self._columns) - set(rows)
         extra = set(rows) - set(self._columns)
         if missing or extra:
@@ -115,6 +134,7 @@ class Table:
         self._group.attrs["rows"] = self._rows
         if flush:
             self._owner.flush()
+        self._owner._observe(self._group.name.lstrip("/"), arrays)
 
     def truncate(self, rows: int) -> None:
         """Keep only the first ``rows`` rows (what a resumed run continues from) and flush.
@@ -126,15 +146,19 @@ class Table:
         """
         if not 0 <= rows <= self._rows:
             raise ValueError(f"table {self._group.name!r}: cannot keep {rows} of its {self._rows} rows")
-        for name in self._columns:
-            self._group[name].resize((rows,))
-        self._rows = rows
-        self._group.attrs["rows"] = rows
-        self._owner.flush()
+        with self._owner._lock:
+            for name in self._columns:
+                self._group[name].resize((rows,))
+            self._rows = rows
+            self._group.attrs["rows"] = rows
+            self._owner.flush()
 
 
 class ResultsFile:
     """One run's HDF5 result file, opened by a single process.
+
+    Observers (:meth:`observe`) see every appended row as it is written:
+    what ``--tensorboard`` streams the live scalars through.
 
     Parameters
     ----------
@@ -161,6 +185,12 @@ class ResultsFile:
     Root attributes ``status`` (``"running"``, ``"completed"`` or ``"failed"``)
     and ``end_time`` are set by :meth:`close`. Use it as a context manager: an
     exception inside the block marks the file ``"failed"`` with the error text.
+    ``writer_host`` and ``writer_pid`` name the process writing the file, and
+    ``heartbeat`` (UTC, ISO 8601) is refreshed every :data:`HEARTBEAT_S`
+    seconds once :meth:`start_heartbeat` is called, so that a file a kill left
+    ``running`` can be told from a live run (:func:`hpcbench.results.status.file_status`).
+    A file marked failed (:meth:`mark_failed`) stays failed whatever
+    :meth:`close` is later asked to record.
     """
 
     def __init__(self, path, kind: str, config: Mapping[str, Any],
@@ -168,6 +198,7 @@ class ResultsFile:
         import yaml
 
         self.path = Path(path)
+        self._init_state()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._h5 = h5py.File(self.path, "w" if overwrite else "x")
         root = self._h5.attrs
@@ -178,7 +209,28 @@ class ResultsFile:
         root["status"] = "running"
         for key, value in (attrs or {}).items():
             root[key] = _attr(value)
+        self._mark_writer()
         self.flush()
+
+    def _init_state(self) -> None:
+        self._lock = threading.RLock()
+        self._failed = ""
+        self._beat_stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self._observers: list = []
+
+    def _mark_writer(self) -> None:
+        root = self._h5.attrs
+        root["writer_host"] = socket.gethostname()
+        root["writer_pid"] = os.getpid()
+        root["heartbeat"] = _utc_now()
+
+    @property
+    def run_id(self) -> str:
+        """The ``run_id`` root attribute ("" for a file without one)."""
+        with self._lock:
+            value = self._h5.attrs.get("run_id", "")
+        return value.decode() if isinstance(value, bytes) else str(value)
 
     @classmethod
     def reopen(cls, path, kind: str, config: Mapping[str, Any],
@@ -203,6 +255,7 @@ class ResultsFile:
 
         self = cls.__new__(cls)
         self.path = Path(path)
+        self._init_state()
         if not self.path.is_file():
             raise FileNotFoundError(f"no results file {str(self.path)!r}")
         self._h5 = h5py.File(self.path, "r+")
@@ -219,6 +272,7 @@ class ResultsFile:
                 del root[key]
         for key, value in (attrs or {}).items():
             root[key] = _attr(value)
+        self._mark_writer()
         self.flush()
         return self
 
@@ -227,11 +281,12 @@ class ResultsFile:
 
         What a resumed run writes again at its end, or only when it happens.
         """
-        if name in self._h5:
-            del self._h5[name]
-        elif name in self._h5.attrs:
-            del self._h5.attrs[name]
-        self.flush()
+        with self._lock:
+            if name in self._h5:
+                del self._h5[name]
+            elif name in self._h5.attrs:
+                del self._h5.attrs[name]
+            self.flush()
 
     def __enter__(self) -> "ResultsFile":
         return self
@@ -250,6 +305,10 @@ class ResultsFile:
         ValueError
             An existing table ``name`` has other columns.
         """
+        with self._lock:
+            return self._table(name, columns, description)
+
+    def _table(self, name: str, columns: Sequence[Column], description: str) -> Table:
         if name in self._h5:
             group = self._h5[name]
             found = json.loads(group.attrs.get("columns", "[]"))
@@ -271,34 +330,106 @@ class ResultsFile:
         self.flush()
         return Table(self, group, columns)
 
+    def observe(self, observer) -> None:
+        """Call ``observer.append(table, rows)`` after every append and ``observer.close()`` at :meth:`close`.
+
+        ``table`` is the table's name, ``rows`` a dict of the appended 1-D
+        arrays (one per column). An observer that raises is dropped with one
+        warning on stderr: results come first.
+        """
+        self._observers.append(observer)
+
+    def _observe(self, table: str, rows: Mapping[str, np.ndarray]) -> None:
+        for observer in list(self._observers):
+            try:
+                observer.append(table, rows)
+            except Exception as exc:  # noqa: BLE001 - a scalar log never ends a run
+                self._drop(observer, exc)
+
+    def _drop(self, observer, exc: Exception) -> None:
+        import sys
+
+        self._observers.remove(observer)
+        sys.stderr.write(f"warning: {type(observer).__name__} stopped: {type(exc).__name__}: {exc}\n")
+
     def write_array(self, name: str, data, units: str, description: str = "") -> None:
         """Write a whole (n-dimensional) dataset at once, with its units."""
-        ds = self._h5.create_dataset(name, data=np.asarray(data))
-        ds.attrs["units"] = units
-        ds.attrs["description"] = description
-        self.flush()
+        with self._lock:
+            ds = self._h5.create_dataset(name, data=np.asarray(data))
+            ds.attrs["units"] = units
+            ds.attrs["description"] = description
+            self.flush()
+
+    def get_attr(self, name: str, default: Any = None) -> Any:
+        """Root attribute ``name`` (``default`` when absent)."""
+        value = self._h5.attrs.get(name, default)
+        return value.item() if isinstance(value, np.generic) else value
 
     def set_attrs(self, **attrs: Any) -> None:
         """Set root attributes (e.g. summary figures) and flush."""
-        for key, value in attrs.items():
-            self._h5.attrs[key] = _attr(value)
-        self.flush()
+        with self._lock:
+            for key, value in attrs.items():
+                self._h5.attrs[key] = _attr(value)
+            self.flush()
 
     def flush(self) -> None:
         """Push everything written so far to disk."""
-        self._h5.flush()
+        with self._lock:
+            self._h5.flush()
+
+    # -- liveness and failure -------------------------------------------------------------
+    def start_heartbeat(self, interval_s: float = HEARTBEAT_S) -> None:
+        """Refresh the ``heartbeat`` attribute every ``interval_s`` seconds from a daemon thread until :meth:`close`."""
+        if self._beat is not None:
+            return
+
+        def beat():
+            while not self._beat_stop.wait(interval_s):
+                with self._lock:
+                    if not self._h5.id.valid:
+                        return
+                    self._h5.attrs["heartbeat"] = _utc_now()
+                    self._h5.flush()
+
+        self._beat = threading.Thread(target=beat, name="hpcbench-heartbeat", daemon=True)
+        self._beat.start()
+
+    def mark_failed(self, error: str) -> None:
+        """Record ``status = "failed"`` and ``error`` now and flush, leaving the file open.
+
+        What the lifecycle does when another rank reports a failure, before
+        the job is aborted; a later :meth:`close` keeps ``failed``. Safe from
+        any thread; does nothing once the file is closed.
+        """
+        with self._lock:
+            if not self._h5.id.valid:
+                return
+            self._failed = error or "failed"
+            self._h5.attrs["status"] = "failed"
+            self._h5.attrs["error"] = self._failed
+            self._h5.attrs["end_time"] = _utc_now()
+            self._h5.flush()
 
     def close(self, status: str = "completed", error: str = "") -> None:
-        """Record the end time and status, then close the file."""
-        from datetime import datetime, timezone
-
-        if not self._h5.id.valid:
-            return
-        self._h5.attrs["status"] = status
-        self._h5.attrs["end_time"] = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
-        if error:
-            self._h5.attrs["error"] = error
-        self._h5.close()
+        """Record the end time and status, then close the file (a file marked failed stays failed)."""
+        self._beat_stop.set()
+        with self._lock:
+            if not self._h5.id.valid:
+                return
+            for observer in list(self._observers):
+                try:
+                    observer.close()
+                except Exception as exc:  # noqa: BLE001 - a scalar log never ends a run
+                    self._drop(observer, exc)
+            self._observers.clear()
+            if self._failed:
+                status, error = "failed", self._failed if not error else f"{self._failed}; {error}"
+            self._h5.attrs["status"] = status
+            self._h5.attrs["end_time"] = _utc_now()
+            self._h5.attrs["heartbeat"] = self._h5.attrs["end_time"]
+            if error:
+                self._h5.attrs["error"] = error
+            self._h5.close()
 
 
 def _attr(value):

@@ -5,13 +5,19 @@ A runner describes its job as a pydantic model (subclass :class:`Strict`);
 overrides from the command line, and validates. Every failure, whatever the
 input (a missing, unreadable, non-UTF-8, empty or malformed file, an unknown
 key, a wrong type, an out-of-range value), is a :class:`ConfigError` whose
-message names the key and the value; values are shortened in messages, so
-a huge or alias-expanded input never floods the terminal.
+message names the key and the value (and, for a value given as ``--KEY
+VALUE``, the flag rather than the file). Bounded whatever the input: a YAML
+document whose aliases expand beyond :data:`MAX_CONFIG_VALUES` values is
+refused before it is built, and values are shortened in messages
+(:func:`~hpcbench.runtime.bounded.short_repr`) without walking them. Floats
+are finite everywhere: :class:`Strict` refuses ``.inf`` and ``.nan`` for
+every float field of every section.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import textwrap
 import typing
 from pathlib import Path
@@ -20,14 +26,17 @@ from typing import Annotated, Any, Callable, Literal, Mapping, Union
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
+from hpcbench.runtime.bounded import ExpansionError, short_repr, yaml_node_size
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["ConfigError", "Strict", "StrategyConfig", "strategy_section", "load_config", "flatten_keys", "keys_help",
-           "short_repr", "add_config_arguments", "config_overrides", "read_yaml_mapping", "MAX_CONFIG_BYTES"]
+           "short_repr", "add_config_arguments", "config_overrides", "read_yaml_mapping", "load_yaml_text", "parse_finite",
+           "finite_float", "MAX_CONFIG_BYTES", "MAX_CONFIG_VALUES"]
 
 #: Largest config file accepted (a job file is a few hundred bytes).
 MAX_CONFIG_BYTES = 1 << 20
-_MAX_SHOWN = 120
+#: Most values a YAML document (a job file or a ``--KEY VALUE``) may stand for once its aliases are expanded.
+MAX_CONFIG_VALUES = 100_000
 
 
 class ConfigError(InputError):
@@ -41,7 +50,8 @@ class Strict(BaseModel):
     ``Field(description=...)`` or the docstring written on the line after it.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True,
+                              allow_inf_nan=False)
 
 
 class StrategyConfig(Strict):
@@ -100,19 +110,70 @@ def strategy_section(registry: Mapping[str, type], key: str, default: str | None
     return annotation, sections[default]() if default is not None else None
 
 
-def short_repr(value: Any, limit: int = _MAX_SHOWN) -> str:
-    """``repr(value)`` cut to ``limit`` characters (with the full length noted).
+def parse_finite(text: str) -> float:
+    """A finite float from text.
 
-    Safe on anything: a repr that raises, or that recurses without end, is
-    replaced by the type name.
+    Raises
+    ------
+    ValueError
+        The text is not a number, or is infinite or NaN (the message quotes it).
     """
     try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - a message must never fail
-        return f"<{type(value).__name__}>"
-    if len(text) > limit:
-        return f"{text[:limit]}... ({len(text)} characters)"
-    return text
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"invalid number {short_repr(text)}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{short_repr(text)} is not a finite number")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """:func:`parse_finite` as an ``argparse`` type: the type of every ``type=float`` flag.
+
+    The lifecycle's parser registers it for ``float``
+    (:class:`~hpcbench.runtime.lifecycle.RankParser`), so no runner's flag
+    takes ``inf`` or ``nan``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        The text is not a number, or is infinite or NaN.
+    """
+    try:
+        return parse_finite(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)`` bounded: aliases may not expand it beyond :data:`MAX_CONFIG_VALUES` values.
+
+    The composed node graph is counted (:func:`~hpcbench.runtime.bounded.yaml_node_size`)
+    before any Python object is built, so an alias bomb costs microseconds.
+
+    Raises
+    ------
+    ConfigError
+        Not valid YAML, nested too deeply, several documents, a recursive
+        alias, or too many values once expanded; the message names ``source``.
+    """
+    loader = None
+    try:
+        loader = yaml.SafeLoader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        yaml_node_size(node, MAX_CONFIG_VALUES, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {short_repr(str(exc), 300)}") from None
+    except ExpansionError as exc:
+        raise ConfigError(str(exc)) from None
+    except RecursionError:
+        raise ConfigError(f"{source}: YAML nested too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 def _sections(ann: Any) -> list[type[BaseModel]]:
@@ -123,6 +184,19 @@ def _sections(ann: Any) -> list[type[BaseModel]]:
     if members and all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
         return list(members)
     return []
+
+
+def _annotation(model: type[BaseModel], dotted: str) -> Any:
+    """The type annotation of the field at ``dotted`` (None when a part is not one single section)."""
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        field = model.model_fields.get(part)
+        sections = _sections(field.annotation) if field is not None else []
+        if len(sections) != 1:
+            return None
+        model = sections[0]
+    field = model.model_fields.get(parts[-1])
+    return None if field is None else field.annotation
 
 
 def _listed_sections(ann: Any) -> list[type[BaseModel]]:
@@ -290,18 +364,59 @@ def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _format_error(err: ValidationError, source: str) -> str:
+def _blamed(key: str, flags: Mapping[str, str], source: str) -> str:
+    """Where the value at dotted ``key`` came from: the ``--FLAG VALUE`` that set it (or its section), else ``source``."""
+    for flag in sorted(flags, key=len, reverse=True):
+        if key == flag or key.startswith(flag + "."):
+            return f"command line --{flag} {short_repr(flags[flag], 60)}"
+    inside = sorted(flag for flag in flags if flag.startswith(key + "."))
+    if inside:
+        return f"command line --{', --'.join(inside)}"
+    return source
+
+
+def _dotted_loc(loc: tuple, chosen: set[str]) -> str:
+    """A pydantic error location as the config's dotted key (a chosen section's tag left out:
+    ``selection.oort.pacer_step`` is ``selection.pacer_step``)."""
+    parts: list[str] = []
+    skip = False
+    for part in loc:
+        if skip and isinstance(part, str):
+            skip = False
+            continue
+        skip = False
+        parts.append(str(part))
+        skip = ".".join(parts) in chosen
+    return ".".join(parts)
+
+
+def _accepts_text(ann: Any) -> bool:
+    return ann is str or str in typing.get_args(ann)
+
+
+def _format_error(err: ValidationError, source: str, flags: Mapping[str, str] | None = None,
+                  model: type[BaseModel] | None = None) -> str:
+    flags = flags or {}
+    chosen = set(_chosen_sections(model)) if model is not None else set()
     lines = []
     for e in err.errors()[:10]:
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        key = _dotted_loc(e["loc"], chosen) or "(top level)"
+        where = _blamed(key, flags, source)
         shown = short_repr(e.get("input"))
         if e["type"] == "extra_forbidden":
-            lines.append(f"{source}: unknown key {key!r} (value {shown})")
+            lines.append(f"{where}: unknown key {key!r} (value {shown})")
         elif e["type"] == "value_error" and not e["loc"]:
-            lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
+            both = f"{source} with --{', --'.join(sorted(flags))}" if flags else source
+            lines.append(f"{both}: {e['msg'].removeprefix('Value error, ')}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"{source}: key {key!r} has bad value {shown}: {msg}")
+            hint = ""
+            text = flags.get(key)
+            if (text is not None and isinstance(e.get("input"), (dict, list)) and model is not None
+                    and _accepts_text(_annotation(model, key))):
+                hint = (f" (the command line's {short_repr(text, 60)} reads as YAML {type(e['input']).__name__}; "
+                        f"quote it to pass text)")
+            lines.append(f"{where}: key {key!r} has bad value {shown}: {msg}{hint}")
     if len(err.errors()) > 10:
         lines.append(f"{source}: ... and {len(err.errors()) - 10} more errors")
     return "\n".join(lines)
@@ -322,12 +437,7 @@ def _read_yaml(path: Path, source: str) -> dict:
         raise ConfigError(f"config file {source!r} is not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"config file {source!r} cannot be read: {exc.strerror or exc}") from None
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {short_repr(str(exc), 300)}") from None
-    except RecursionError:
-        raise ConfigError(f"{source}: YAML nested too deeply") from None
+    loaded = load_yaml_text(text, source)
     if loaded is None:
         raise ConfigError(f"config file {source!r} is empty; give at least one key, or omit the file "
                           f"to run the defaults")
@@ -382,19 +492,25 @@ def load_config(model: type[BaseModel], path: str | Path | None = None,
     known = set(flatten_keys(model))
     chosen = set(_chosen_sections(model))
     # a whole section before its keys, whatever the order on the command line
-    for key, text in sorted((overrides or {}).items(), key=lambda kv: kv[0].count(".")):
+    flags = dict(overrides or {})
+    for key, text in sorted(flags.items(), key=lambda kv: kv[0].count(".")):
         if key not in known:
             raise ConfigError(f"command line: unknown key {key!r} (value {short_repr(text)})")
-        try:
-            value = yaml.safe_load(text) if text != "" else ""
-        except yaml.YAMLError:
-            value = text
+        if text == "" or _annotation(model, key) is str:
+            value = text  # a text key takes the flag's text as it is (--checkpoint {output}, --job_name 123)
+        else:
+            try:
+                value = load_yaml_text(text, f"command line --{key}")
+            except ConfigError as exc:
+                if "expands to" in str(exc) or "contains itself" in str(exc):
+                    raise
+                value = text
         if key in chosen and isinstance(value, str):
             value = {"name": value}  # --selection oort: a new section, to which --selection.KEY may add
         _set_dotted(raw, key, value)
     try:
         return model.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(_format_error(err, source)) from None
+        raise ConfigError(_format_error(err, source, flags, model)) from None
     except (RecursionError, TypeError, OverflowError) as exc:  # exotic trees pydantic does not wrap
         raise ConfigError(f"{source}: cannot read the config: {short_repr(str(exc), 200)}") from None

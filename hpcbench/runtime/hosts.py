@@ -9,10 +9,12 @@ never share (or overwrite) each other's grouping.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Iterable, Sequence
 
-__all__ = ["hostname", "gather_hostnames", "group_ranks", "host_groups", "single_host"]
+__all__ = ["hostname", "gather_hostnames", "gather_cores", "oversubscription", "group_ranks", "host_groups",
+           "single_host"]
 
 
 def hostname() -> str:
@@ -23,6 +25,33 @@ def hostname() -> str:
 def gather_hostnames(comm) -> list[str]:
     """Host name of every rank of ``comm``, in rank order (collective: one ``allgather``)."""
     return comm.allgather(hostname())
+
+
+def gather_cores(comm) -> list[int]:
+    """Cores of each rank's host (``os.cpu_count()``), in rank order (collective: one ``allgather``)."""
+    return comm.allgather(int(os.cpu_count() or 1))
+
+
+def oversubscription(names: Sequence[str], cores: Sequence[int]) -> str:
+    """Hosts running more ranks than they have cores, as one line, or ``""`` when none does.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Host name of every rank (:func:`gather_hostnames`).
+    cores : sequence of int
+        Cores of every rank's host (:func:`gather_cores`).
+
+    Returns
+    -------
+    str
+        ``"HOST: 4 ranks on 2 cores"`` per oversubscribed host, joined by ``"; "``.
+    """
+    ranks: dict[str, int] = {}
+    for name in names:
+        ranks[name] = ranks.get(name, 0) + 1
+    host_cores = dict(zip(names, cores))
+    return "; ".join(f"{h}: {n} ranks on {host_cores[h]} cores" for h, n in ranks.items() if n > host_cores[h])
 
 
 def group_ranks(names: Sequence[str], ranks: Iterable[int] | None = None) -> list[list[int]]:

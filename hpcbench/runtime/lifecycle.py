@@ -10,15 +10,23 @@ Every program a user launches (``python -m hpcbench.fl``, the micro-benchmarks,
    traces, models; collective) on every rank, then **agree**: the first
    input error seen by any rank ends every rank with exit status 2 and one
    message from rank 0, before any output exists;
+   Between the two, the ranks of each node check that their estimated
+   memory (:meth:`Job.memory_need`) fits what the node has available;
 3. **open the output** on rank 0: an existing file is refused unless
    ``--overwrite`` (or reopened for appending when :meth:`Job.append_output`
-   names it: a resumed run); a bad file-name template is an input error naming the
-   key; the results file is flushed after every append, so a SIGKILLed run
-   leaves a readable file marked ``status = "running"``;
+   names it: a resumed run); so are the other files the run will write
+   (:meth:`Job.side_outputs`, e.g. a checkpoint), which may never name the
+   results file; folders are checked by :func:`hpcbench.runtime.paths.check_output_path`;
+   a bad file-name template is an input error naming the key. The new file
+   gets a ``run_id``; the results file is flushed after every append and its
+   ``heartbeat`` refreshed every few seconds, so a SIGKILLed run leaves a
+   readable file marked ``status = "running"`` whose stale heartbeat tells
+   it was interrupted (:mod:`hpcbench.results.status`);
 4. **run**; on any exception on any rank, that rank prints one message
-   (with the traceback for errors that are not input errors), marks the
-   results file ``failed`` if it holds it, and aborts the whole job
-   (``MPI_Abort``), so every rank ends within seconds with a non-zero
+   (with the traceback for errors that are not input errors); a rank other
+   than 0 first tells rank 0 (:class:`~hpcbench.runtime.failure.FailureChannel`),
+   which marks the results file ``failed``; then the rank aborts the whole
+   job (``MPI_Abort``), so every rank ends within seconds with a non-zero
    status: 2 for an :class:`~hpcbench.runtime.errors.InputError`, 1
    otherwise. A job that hangs is worse than one that crashes.
 5. **end**: the process leaves through :func:`exit_process`, which finalizes
@@ -28,10 +36,35 @@ Every program a user launches (``python -m hpcbench.fl``, the micro-benchmarks,
 
 Fault injection (tests only): the hidden flag ``--fault-inject RANK:STEP:MODE``
 makes rank RANK raise ``RuntimeError`` (MODE ``raise``) or an
-``InputError`` (MODE ``input``), or leave at once with ``os._exit(3)``
-(MODE ``exit``) when the runner reaches
-:func:`fault_point` with that step. It is recorded in the provenance
+``InputError`` (MODE ``input``), or vanish at once with ``os._exit(1)``
+(MODE ``exit``: no handler runs, as after a native crash) when the runner reaches
+:func:`fault_point` with that step. RANK must be a rank of the job and STEP
+at least 1 (and at most :meth:`Job.fault_steps` where the runner knows its
+steps), else the flag is an input error. It is recorded in the provenance
 (``fault_injection``).
+
+Exit statuses. A failure the lifecycle sees (any exception, SIGTERM,
+Ctrl-C) ends the job with exactly 1 (2 for bad input) under MPICH's
+``mpiexec``, ``srun`` and ``python -m mpi4py``. Under ``mpiexec`` the
+failing rank calls ``MPI_Abort(status)``, whose status ``mpiexec`` returns.
+Under ``srun`` it does not (Slurm kills every task of an aborted step with
+SIGKILL: 137): it sends every rank a stop notice and leaves with its own
+status, the others leave with 1, and ``srun`` reports the largest
+(:mod:`hpcbench.runtime.failure`). A rank that *vanishes* (SIGKILL, the
+out-of-memory killer, a segmentation fault, MODE ``exit``) runs no handler,
+and the status is the launcher's:
+
+- MPICH ``mpiexec`` (hydra) kills the other ranks (SIGTERM then SIGKILL at
+  once) and returns the bitwise OR of all the processes' wait statuses
+  (``mpiexec.c``): the vanished rank's own exit status when no killed rank's
+  status was collected, else that of the signal (9, SIGKILL); which of the
+  two depends on timing (both were seen at ``-n 2`` to ``-n 4``);
+- ``python -m mpi4py`` under ``mpiexec``: the same (nothing of Python runs);
+- ``srun`` with ``--kill-on-bad-exit=1`` (the ``jobs/*.sbatch`` templates):
+  the other tasks get SIGTERM, which the lifecycle handles as a failure
+  (status 1, the file marked ``failed``), so ``srun`` reports the vanished
+  rank's own status (1 for MODE ``exit``), or 128 + the signal that killed
+  it; without it the other tasks run on until they wait on the lost rank.
 """
 
 from __future__ import annotations
@@ -39,9 +72,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import string
 import sys
 import time
 import traceback
+import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
@@ -74,6 +109,12 @@ class RankParser(argparse.ArgumentParser):
 
     rank: int = 0
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        from hpcbench.runtime.config import finite_float
+
+        self.register("type", float, finite_float)  # every type=float flag refuses inf and nan
+
     def error(self, message: str):  # noqa: D102 - argparse API
         raise UsageError(f"{self.format_usage().rstrip()}\n{self.prog}: error: {message}")
 
@@ -88,7 +129,7 @@ class RankParser(argparse.ArgumentParser):
 
 
 class _Fault:
-    def __init__(self, spec: str):
+    def __init__(self, spec: str, size: int):
         try:
             rank, step, mode = spec.split(":")
             self.rank, self.step, self.mode = int(rank), int(step), mode
@@ -96,6 +137,14 @@ class _Fault:
             raise UsageError(f"--fault-inject: expected RANK:STEP:MODE, got {spec!r}") from None
         if self.mode not in ("raise", "input", "exit"):
             raise UsageError(f"--fault-inject: MODE must be 'raise', 'input' or 'exit', got {self.mode!r}")
+        if not 0 <= self.rank < size:
+            raise UsageError(f"--fault-inject: RANK {self.rank} is not a rank of this job (0..{size - 1})")
+        if self.step < 1:
+            raise UsageError(f"--fault-inject: STEP {self.step} must be >= 1 (steps count from 1)")
+
+    def check_steps(self, steps: int | None) -> None:
+        if steps is not None and self.step > steps:
+            raise InputError(f"--fault-inject: STEP {self.step} is beyond the {steps} steps of this job")
 
 
 #: Pause before MPI_Abort so that the launcher forwards what this rank just
@@ -123,9 +172,9 @@ def fault_point(step: int) -> None:
     if _FAULT is None or _FAULT.rank != _RANK or _FAULT.step != step:
         return
     if _FAULT.mode == "exit":
-        sys.stderr.write(f"fault injected on rank {_RANK} at step {step}: os._exit(3)\n")
+        sys.stderr.write(f"fault injected on rank {_RANK} at step {step}: os._exit({EXIT_FAILURE})\n")
         sys.stderr.flush()
-        os._exit(3)
+        os._exit(EXIT_FAILURE)
     if _FAULT.mode == "input":
         raise InputError(f"fault injected on rank {_RANK} at step {step} (as an input error)")
     raise RuntimeError(f"fault injected on rank {_RANK} at step {step}")
@@ -187,6 +236,14 @@ class Job(ABC):
         """The output file-name template and its fields, or None for no results file."""
         return None
 
+    def release(self) -> None:
+        """Free what :meth:`prepare` started when the job ends without running (every rank; collective).
+
+        Called when the output is refused after every rank prepared (an
+        existing ``--output``, a bad path): threads or process groups that
+        call MPI (Horovod's, gloo's) must end before ``MPI_Finalize``.
+        """
+
     def append_output(self) -> str | None:
         """An existing results file this run continues (appends to), or None to create a new one.
 
@@ -195,6 +252,33 @@ class Job(ABC):
         ``"running"``, config replaced, ``resumed_at`` set) instead of
         refusing an existing output, and ``--overwrite`` does not apply.
         """
+        return None
+
+    def side_outputs(self, output: Path) -> Mapping[str, tuple[Path, bool]]:
+        """Other files the run will write beside the results file ``output`` (rank 0).
+
+        Returns ``{key: (path, may_exist)}``, ``key`` the flag or config key
+        naming the file (for messages). Before the run starts, each is
+        checked as the output is (:func:`hpcbench.runtime.paths.check_output_path`),
+        may never be the results file itself, and may exist only with
+        ``--overwrite`` or when ``may_exist`` (the checkpoint a resumed run
+        continues).
+        """
+        return {}
+
+    def memory_need(self):
+        """This rank's estimated peak memory from the config (a :class:`~hpcbench.runtime.memory.MemoryNeed`), or None.
+
+        Called after :meth:`configure`, before :meth:`prepare` allocates
+        anything; the lifecycle refuses the job (exit 2) when a node's ranks
+        together need more than the node has available. Computed from the
+        config alone: every rank returns None, or every rank an estimate
+        (the check is collective); it must not raise.
+        """
+        return None
+
+    def fault_steps(self) -> int | None:
+        """How many fault-point steps this job has (``--fault-inject`` beyond them is refused), or None if unknown."""
         return None
 
     def config_record(self) -> Mapping[str, Any]:
@@ -214,7 +298,7 @@ class Job(ABC):
 
 
 #: argparse destinations the lifecycle itself adds (the run-time switches add ``setting_*``)
-_OWN_DESTS = ("overwrite", "fault_inject")
+_OWN_DESTS = ("overwrite", "fault_inject", "tensorboard")
 
 
 def job_arguments(args: argparse.Namespace) -> dict[str, Any]:
@@ -246,16 +330,30 @@ def agree(comm, error: str | None) -> str | None:
 def format_output_path(template: str, fields: Mapping[str, Any], key: str = "output") -> Path:
     """Fill an output-file template (``results/{job_name}-{start}.h5``).
 
+    Fields are plain names only: attribute or index access
+    (``{job_name.__class__}``, ``{job_name[0]}``), conversions (``!r``),
+    format specifications and positional fields (``{}``) are refused.
+
     Raises
     ------
     InputError
-        The template names an unknown field, is malformed, or is empty; the
-        message names ``key``, the template and the known fields.
+        The template names an unknown field, uses anything but plain field
+        names, is malformed, or is empty; the message names ``key``, the
+        template and the known fields.
     """
+    known = ", ".join("{" + k + "}" for k in fields)
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise InputError(f"{key}: bad file-name template {template!r} ({exc}); it may use {known}") from None
+    for _, name, spec, conversion in parts:
+        if name is not None and (not name.isidentifier() or spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise InputError(f"{key}: file-name template {template!r} uses {shown}; only plain field "
+                             f"names are allowed: {known}")
     try:
         text = template.format(**fields)
     except (KeyError, IndexError, ValueError, AttributeError) as exc:
-        known = ", ".join("{" + k + "}" for k in fields)
         raise InputError(f"{key}: bad file-name template {template!r} ({type(exc).__name__}: {exc}); "
                          f"it may use {known}") from None
     if not text.strip():
@@ -263,11 +361,24 @@ def format_output_path(template: str, fields: Mapping[str, Any], key: str = "out
     return Path(text)
 
 
+def _check_side_outputs(job: Job, output: Path, overwrite: bool) -> None:
+    """Refuse before the run any side file (:meth:`Job.side_outputs`) that is the output, exists or cannot be written."""
+    from hpcbench.runtime.paths import check_output_path, same_file
+
+    for key, (side, may_exist) in job.side_outputs(output).items():
+        if same_file(side, output):
+            raise InputError(f"{key}: {str(side)!r} is the results file itself (--output {str(output)!r}); "
+                             f"the two must differ")
+        check_output_path(side, key, replace=overwrite or may_exist)
+
+
 def _open_results(job: Job, overwrite: bool, start: str, attrs: dict):
     from hpcbench.results import ResultsFile
+    from hpcbench.runtime.paths import check_output_path
 
     existing = job.append_output()
     if existing is not None:
+        _check_side_outputs(job, Path(existing), overwrite)
         try:
             return ResultsFile.reopen(existing, job.kind, job.config_record(),
                                       {"resumed_at": start, "fault_injection": attrs.get("fault_injection", "")})
@@ -278,12 +389,9 @@ def _open_results(job: Job, overwrite: bool, start: str, attrs: dict):
         return None
     template, fields = spec
     stamp = start.replace(":", "").replace("-", "").replace("+0000", "Z")
-    path = format_output_path(template, {**fields, "start": stamp})
-    if path.exists() and path.is_dir():
-        raise InputError(f"output: {str(path)!r} is a directory")
-    if path.exists() and not overwrite:
-        raise InputError(f"output: {str(path)!r} exists; pass --overwrite to replace it, or choose "
-                         f"another --output")
+    path = check_output_path(format_output_path(template, {**fields, "start": stamp}), "output", overwrite)
+    _check_side_outputs(job, path, overwrite)
+    attrs = {**attrs, "run_id": uuid.uuid4().hex}
     try:
         return ResultsFile(path, job.kind, job.config_record(), attrs, overwrite=overwrite)
     except FileExistsError:
@@ -292,12 +400,48 @@ def _open_results(job: Job, overwrite: bool, start: str, attrs: dict):
         raise InputError(f"output: cannot create {str(path)!r}: {exc.strerror or exc}") from None
 
 
+def _check_tensorboard(logdir: str, rank: int) -> None:
+    """``--tensorboard DIR``: the package is installed and (rank 0) DIR can be created."""
+    from hpcbench.results.tensorboard import require_tensorboard
+
+    require_tensorboard()
+    if rank == 0:
+        try:
+            Path(logdir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--tensorboard: cannot create {logdir!r}: {exc.strerror or exc}") from None
+
+
+def _oversubscribed(job: Job, hostnames: list[str], cores: list[int], compute_mode) -> str:
+    """Hosts with more ranks than cores (provenance ``oversubscribed``); warns once for ``compute: real``.
+
+    Real compute of more ranks than cores measures the operating system's
+    time-slicing, not the model; emulated compute sleeps and is unaffected.
+    """
+    from hpcbench.runtime.hosts import oversubscription
+
+    text = oversubscription(hostnames, cores)
+    if text and compute_mode == "real":
+        sys.stderr.write(f"{job.prog}: warning: {text} with compute: real: the timings measure time-slicing "
+                         f"of the cores; use compute: emulated (and time_dilation) for more ranks than cores\n")
+    return text
+
+
 def _on_sigterm(signum, frame):
     raise Terminated(f"signal {signum} (SIGTERM)")
 
 
+#: the failure channel of the running job (set once the results file is open; see :func:`run`)
+_CHANNEL = None
+
+
 def _fail(job: Job, exc: BaseException, results) -> int:
-    """Report an exception on this rank and end the job; returns the status at size 1."""
+    """Report an exception on this rank and end the job; returns the status at size 1.
+
+    A rank other than 0 tells rank 0 first (which marks the results file
+    ``failed``), then ends the job: ``MPI_Abort``, or under ``srun`` stop
+    notices to every rank and its own exit.
+    """
     code = EXIT_INPUT if isinstance(exc, InputError) else EXIT_FAILURE
     rank = job.comm.rank
     where = f"rank {rank}: " if job.comm.size > 1 else ""
@@ -313,13 +457,30 @@ def _fail(job: Job, exc: BaseException, results) -> int:
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass
+    error = f"{type(exc).__name__}: {exc}"[:2000]
     if results is not None:
         try:
-            results.close("failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+            results.close("failed", error=error)
         except Exception:  # noqa: BLE001 - the abort matters more than the status attribute
             pass
+    notified = False
+    if _CHANNEL is not None and rank != 0:
+        try:
+            notified = _CHANNEL.notify(code, error)
+        except Exception:  # noqa: BLE001 - never let the notice stop the abort
+            pass
     if job.comm.size > 1:
-        time.sleep(_STDIO_DRAIN_S)
+        if not notified:
+            time.sleep(_STDIO_DRAIN_S)  # the acknowledgement took at least as long
+        if _under_slurm_step() and _CHANNEL is not None:
+            # srun has MPI_Abort's tasks killed (status 137 whatever the failure): stop the others instead
+            # (each leaves with 1) and leave with this rank's own status, which srun then reports
+            try:
+                _CHANNEL.stop_others(code, error)
+            finally:
+                from hpcbench.runtime.failure import _leave
+
+                _leave(code)
         job.comm.Abort(code)  # MPICH adds one line naming the rank; kept, since the job did not agree to stop
     return code
 
@@ -328,10 +489,11 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     """Run one job through the whole lifecycle; returns the exit status.
 
     Collective over ``comm`` (default ``MPI.COMM_WORLD``). On an exception
-    after the agreement points at world size > 1, the job is aborted from
-    inside (``MPI_Abort`` with status 1, or 2 for an input error).
+    after the agreement points at world size > 1, the job is ended from
+    inside with status 1, or 2 for an input error (``MPI_Abort``; under
+    ``srun`` stop notices to every rank, see the module docstring).
     """
-    global _FAULT, _RANK
+    global _FAULT, _RANK, _CHANNEL
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -344,6 +506,9 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing output file (refused otherwise)")
     parser.add_argument("--fault-inject", metavar="RANK:STEP:MODE", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--tensorboard", metavar="DIR", default=None,
+                        help="rank 0 writes live TensorBoard scalars (and the config as text) to DIR/<run>/ "
+                             "as rows are written; needs pip install -e '.[tensorboard]'")
     job.add_arguments(parser)
     from hpcbench.runtime import settings
 
@@ -355,9 +520,13 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
             args, args.passthrough = parser.parse_known_args(argv)
         else:
             args = parser.parse_args(argv)
-        _FAULT = _Fault(args.fault_inject) if args.fault_inject else None
+        _FAULT = _Fault(args.fault_inject, comm.size) if args.fault_inject else None
+        if args.tensorboard:
+            _check_tensorboard(args.tensorboard, comm.rank)
         settings.apply(args)
         job.configure(args)
+        if _FAULT is not None:
+            _FAULT.check_steps(job.fault_steps())
     except _HelpShown as shown:
         return int(shown.args[0] or 0)
     except InputError as exc:
@@ -365,6 +534,14 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     except Exception as exc:  # noqa: BLE001 - a bug in configure: end every rank, never hang
         return _fail(job, exc, None)
     error = agree(comm, error)
+    if error is None:
+        from hpcbench.runtime.memory import node_memory_error
+
+        try:
+            need = job.memory_need()  # from the config: the same kind of answer on every rank
+        except Exception as exc:  # noqa: BLE001 - a bug in the estimate: end every rank, never hang
+            return _fail(job, exc, None)
+        error = agree(comm, node_memory_error(comm, need))
     if error is None:
         try:
             job.prepare()
@@ -379,10 +556,11 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
                              else f"{job.prog}: error: {error}\n")
         return EXIT_INPUT
     from hpcbench.runtime import provenance
-    from hpcbench.runtime.hosts import gather_hostnames
+    from hpcbench.runtime.hosts import gather_cores, gather_hostnames
 
     start = provenance.utc_now()
     hostnames = gather_hostnames(comm)
+    cores = gather_cores(comm)
     results = None
     if comm.rank == 0:
         try:
@@ -390,7 +568,12 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
                                        start)
             attrs["fault_injection"] = args.fault_inject or ""
             attrs.update(job.provenance())
+            attrs["oversubscribed"] = _oversubscribed(job, hostnames, cores, attrs.get("compute_mode"))
             results = _open_results(job, args.overwrite, start, attrs)
+            if results is not None and args.tensorboard:
+                from hpcbench.results.tensorboard import attach
+
+                attach(results, args.tensorboard, job.kind, results.get_attr("config_yaml", ""))
         except InputError as exc:
             error = str(exc)
         except Exception as exc:  # noqa: BLE001 - the other ranks wait in agree: abort them
@@ -399,7 +582,12 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     if error:
         if comm.rank == 0:
             sys.stderr.write(f"{job.prog}: error: {error}\n")
+        try:
+            job.release()
+        except Exception as exc:  # noqa: BLE001 - a bug in release: end every rank, never hang
+            return _fail(job, exc, None)
         return EXIT_INPUT
+    _CHANNEL = _listen_for_failures(comm, results)
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _is_main_thread() else None
     try:
         status = job.run(results)
@@ -410,7 +598,34 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
             signal.signal(signal.SIGTERM, previous)
     if results is not None:
         results.close("completed")
+    _stop_listening()
     return EXIT_OK if status is None else int(status)
+
+
+def _listen_for_failures(comm, results):
+    """Start the failure channel (collective) and the results file's heartbeat; rank 0 marks the file on a notice."""
+    from hpcbench.runtime.failure import FailureChannel
+    from hpcbench.runtime.finalize import before_finalize
+
+    if results is not None:
+        results.start_heartbeat()
+    if comm.size == 1:
+        return None
+
+    def mark(rank: int, status: int, message: str) -> None:
+        if results is not None:
+            results.mark_failed(f"rank {rank}: {message}")
+
+    channel = FailureChannel(comm, mark, stop_all=_under_slurm_step())
+    before_finalize(_stop_listening)
+    return channel
+
+
+def _stop_listening() -> None:
+    global _CHANNEL
+    if _CHANNEL is not None:
+        _CHANNEL.close()
+        _CHANNEL = None
 
 
 def _is_main_thread() -> bool:
@@ -454,6 +669,10 @@ def exit_process(status: int) -> None:
             stream.flush()
         except Exception:  # noqa: BLE001
             pass
+    if status and _under_slurm_step() and _is_main_thread():
+        # srun --kill-on-bad-exit sends SIGTERM to the tasks still finalizing once the first leaves with 2:
+        # each leaves with its own status instead of dying by the signal (143)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         world = mpi.COMM_WORLD

@@ -1,4 +1,8 @@
-"""Provenance of a run: what ran, where, when, with which software."""
+"""Provenance of a run: what ran, where, when, with which software.
+
+mpi4py is imported where it is used, so that a process that only wants
+:func:`git_commit` (``hpcbench reproduce``'s report) does not start MPI.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,6 @@ import datetime as _dt
 import os
 import subprocess
 from pathlib import Path
-
-from mpi4py import MPI
 
 import hpcbench
 from hpcbench.runtime.hosts import gather_hostnames  # noqa: F401 - re-exported
@@ -38,10 +40,12 @@ def git_commit() -> str:
 
 def mpi_library_version() -> str:
     """First line of ``MPI.Get_library_version()`` (e.g. ``MPICH Version: 4.2.0``)."""
+    from mpi4py import MPI
+
     return MPI.Get_library_version().strip().splitlines()[0].strip()
 
 
-def collect(comm: MPI.Comm, hostnames: list[str], seed: int | None, start_time: str) -> dict:
+def collect(comm, hostnames: list[str], seed: int | None, start_time: str) -> dict:
     """Provenance attributes common to every hpcbench result file.
 
     Parameters

@@ -1,4 +1,9 @@
-"""Shared helpers for the trace loaders: file reading and value checks."""
+"""Shared helpers for the trace loaders: file reading and value checks.
+
+Bounded whatever the file holds: JSON nested too deeply for the parser is a
+:class:`TraceError`, not a ``RecursionError``, and values are shortened in
+messages (:func:`hpcbench.runtime.bounded.short_repr`) without being walked.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import pathlib
 from typing import Any
 
 import numpy as np
+
+from hpcbench.runtime.bounded import short_repr
 
 from .errors import TraceError
 
@@ -28,6 +35,8 @@ def resolve(path: PathLike | None, bundled: str) -> pathlib.Path:
 def read_bytes(path: pathlib.Path) -> bytes:
     """Read a file, transparently decompressing ``*.gz``; TraceError on failure."""
     try:
+        if path.is_dir():
+            raise TraceError(path, "is a directory, not a trace file")
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as fh:
                 return fh.read()
@@ -49,12 +58,14 @@ def read_json(path: pathlib.Path) -> Any:
         raise TraceError(
             path, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise TraceError(path, "malformed JSON: nested too deeply") from None
 
 
 def expect(path: PathLike, where: str, value: Any, kind: type | tuple, what: str) -> Any:
     """Check ``isinstance(value, kind)``; TraceError naming ``where`` otherwise."""
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise TraceError(path, f"{where}: expected {what}, got {type(value).__name__} {value!r}")
+        raise TraceError(path, f"{where}: expected {what}, got {type(value).__name__} {short_repr(value)}")
     return value
 
 
@@ -69,12 +80,15 @@ def get(path: PathLike, where: str, record: Any, key: str) -> Any:
 def number(path: PathLike, where: str, value: Any, *, nonneg: bool = True) -> float:
     """Validate a JSON number: not bool/str, finite, and >= 0 if ``nonneg``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceError(path, f"{where}: expected a number, got {type(value).__name__} {value!r}")
-    x = float(value)
+        raise TraceError(path, f"{where}: expected a number, got {type(value).__name__} {short_repr(value)}")
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond float's range
+        raise TraceError(path, f"{where}: non-finite value {short_repr(value)}") from None
     if math.isnan(x) or math.isinf(x):
-        raise TraceError(path, f"{where}: non-finite value {value!r}")
+        raise TraceError(path, f"{where}: non-finite value {short_repr(value)}")
     if nonneg and x < 0:
-        raise TraceError(path, f"{where}: negative value {value!r}")
+        raise TraceError(path, f"{where}: negative value {short_repr(value)}")
     return x
 
 
@@ -94,14 +108,14 @@ def check_array(path: PathLike, where: str, arr: np.ndarray) -> np.ndarray:
 def float_array(path: PathLike, where: str, value: Any, shape_hint: str) -> np.ndarray:
     """Convert a JSON list of numbers to float64; TraceError on wrong types/shape."""
     if not isinstance(value, list):
-        raise TraceError(path, f"{where}: expected {shape_hint}, got {type(value).__name__} {value!r:.80}")
+        raise TraceError(path, f"{where}: expected {shape_hint}, got {type(value).__name__} {short_repr(value, 80)}")
     flat = (v for item in value for v in (item if isinstance(item, list) else (item,)))
     if any(isinstance(v, (bool, str)) for v in flat):
         raise TraceError(path, f"{where}: expected {shape_hint}, got non-numeric items")
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TraceError(path, f"{where}: expected {shape_hint}, got {value!r:.80}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise TraceError(path, f"{where}: expected {shape_hint}, got {short_repr(value, 80)}") from None
     return check_array(path, where, arr)
 
 

@@ -3,7 +3,12 @@
 The pickles are read with a restricted unpickler that refuses every global
 (class or function reference), so no code from the file is ever run: only
 builtin containers and scalars (dict, list, tuple, set, str, bytes, int,
-float, bool, None), which need no global lookup, can be loaded.
+float, bool, None), which need no global lookup, can be loaded. Bounded, too:
+pickle's memo lets a few bytes reference one list many times over, so the
+loaded object may stand for billions of values (4.4 GB from 268 bytes when
+walked); it is refused unless its expanded size
+(:func:`hpcbench.runtime.bounded.expanded_size`) is within
+:data:`EXPANSION_PER_BYTE` values per byte of the file.
 """
 
 from __future__ import annotations
@@ -15,13 +20,19 @@ from typing import Any
 
 import numpy as np
 
+from hpcbench.runtime.bounded import ExpansionError, expanded_size, short_repr
+
 from . import _io
 from .availability import AvailabilityTrace
 from .bandwidth import BandwidthTrace
 from .device import DeviceTrace
 from .errors import TraceError
 
-__all__ = ["load_fedscale_capacity", "load_fedscale_behavior", "safe_load_pickle"]
+__all__ = ["load_fedscale_capacity", "load_fedscale_behavior", "safe_load_pickle", "EXPANSION_PER_BYTE"]
+
+#: values a pickle may expand to per byte of the file (plus 10,000): without shared references each
+#: value costs at least one opcode byte, so only memo references can exceed it
+EXPANSION_PER_BYTE = 10
 
 
 
@@ -60,17 +71,23 @@ def safe_load_pickle(path: _io.PathLike) -> Any:
     ------
     TraceError
         Missing file, a pickle referencing any global (class, function,
-        e.g. ``os.system`` via ``__reduce__``; nothing is executed), or a
-        corrupt pickle.
+        e.g. ``os.system`` via ``__reduce__``; nothing is executed), a
+        corrupt pickle, or one whose shared references expand beyond
+        :data:`EXPANSION_PER_BYTE` values per byte (or that contains itself).
     """
     p = pathlib.Path(path)
     raw = _io.read_bytes(p)
     try:
-        return _RestrictedUnpickler(io.BytesIO(raw), p).load()
+        data = _RestrictedUnpickler(io.BytesIO(raw), p).load()
     except TraceError:
         raise
-    except Exception as exc:  # corrupt data: UnpicklingError, EOFError, ...
-        raise TraceError(p, f"malformed pickle: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # corrupt data: UnpicklingError, EOFError, RecursionError, ...
+        raise TraceError(p, f"malformed pickle: {type(exc).__name__}: {short_repr(str(exc), 200)}") from None
+    try:
+        expanded_size(data, EXPANSION_PER_BYTE * len(raw) + 10_000, "the pickle")
+    except ExpansionError as exc:
+        raise TraceError(p, str(exc)) from None
+    return data
 
 
 def _client_items(p, data) -> list[tuple[str, Any]]:

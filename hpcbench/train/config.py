@@ -13,6 +13,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, TypeAdapter, field_validator, model_validator
 
+from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, strategy_section
@@ -37,42 +38,6 @@ SyncEntry, _RING = strategy_section(SYNCHRONISERS, "sync", "ring", shorthand=_sy
 SyncSection = TypeAdapter(SyncEntry)
 #: one ``policies`` entry: a policy's section, or its name
 PolicyEntry, _ = strategy_section(POLICIES, "policies")
-
-
-class LinkConfig(Strict):
-    """The links hpcbench's collectives run over: ``shared`` (MPI over shared memory) or ``model``.
-
-    ``model``: every message takes ``latency_s + 8 bytes / bandwidth``
-    (:class:`hpcbench.collectives.linkmodel.LinkTransport`), or follows row
-    ``trace_index`` of the bundled MobiPerf speed tests (kbit/s samples times
-    ``trace_scale``, one per ``trace_interval_s``).
-    """
-
-    kind: Literal["shared", "model"] = "shared"
-    latency_s: float = Field(0.0, ge=0.0, description="per-message latency (model links)")
-    bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit")
-    trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
-    trace_scale: float = Field(1.0, gt=0.0)
-    trace_interval_s: float = Field(1.0, gt=0.0, description="modelled seconds each trace sample lasts")
-    wan_mean: Optional[str] = Field(None, description="a fluctuating wide-area link: the MobiPerf speed tests' "
-                                                      "means in turn, scaled to this mean, e.g. 100Mbit or 500Mbit "
-                                                      "(StellaTrain's settings); one per trace_interval_s")
-
-    @model_validator(mode="after")
-    def _one_trace(self):
-        if self.wan_mean is not None and self.trace_index is not None:
-            raise ValueError(f"wan_mean: {self.wan_mean!r} and trace_index: {self.trace_index} both set the "
-                             f"link's bandwidth over time; give one")
-        return self
-
-    @field_validator("bandwidth", "wan_mean")
-    @classmethod
-    def _rate(cls, v):
-        from hpcbench.collectives.linkmodel import parse_rate
-
-        if v is not None:
-            parse_rate(v)
-        return v
 
 
 class TrainConfig(Strict):

@@ -41,6 +41,19 @@ class TrainJob(Job):
             raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the {n} training "
                              f"samples")
 
+    def _trains(self) -> bool:
+        """Whether this rank runs the model: real compute, digits, or rank 0 profiling it."""
+        from hpcbench.train.models import MODELS
+
+        cfg = self.cfg
+        return (cfg.compute == "real" or (self.comm.rank == 0 and cfg.profile_file is None)
+                or MODELS[cfg.model].task != "synthetic")
+
+    def memory_need(self):
+        from hpcbench.train.memory import memory_need
+
+        return memory_need(self.cfg, self._trains())
+
     # -- prepare -------------------------------------------------------------------------------------
     def prepare(self) -> None:
         from hpcbench.runtime.dilation import TimeDilation
@@ -58,7 +71,7 @@ class TrainJob(Job):
         self.data = None
         # emulated: only rank 0 runs the model (to profile it); the other ranks never import torch
         # (about 150 MB of private memory per process: 64 ranks would need 10 GB for it alone)
-        if cfg.compute == "real" or (comm.rank == 0 and cfg.profile_file is None) or self.task != "synthetic":
+        if self._trains():
             import torch
 
             from hpcbench.train.data import build_data

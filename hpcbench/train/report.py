@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from hpcbench.runtime.texttable import render
 from hpcbench.train.hooks import Hook
 from hpcbench.train.predict import link_cost, predict_step
 from hpcbench.train.tables import STEP_FIELDS
@@ -177,13 +178,24 @@ class Report(Hook):
             self.tables["summary"].append(s)
             self.summaries.append(s)
             tag = self._tag(name, v, len(variant_names) > 1)
-            out = self.progress.write
-            out(f"Img/sec per worker{tag}: {mean:.1f} +-{ci:.1f}")
-            out(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
+            say = self.progress.write
+            say(f"Img/sec per worker{tag}: {mean:.1f} +-{ci:.1f}")
+            say(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
             extra = f", monitor overhead {100 * overhead:+.1f}%" if overhead == overhead else ""
-            out(f"efficiency {s['efficiency']:.3f} of ideal (predicted {pred_eff:.3f}), communication "
-                f"{1e3 * s['comm_span_s']:.1f} ms per step (alpha-beta, one after the other: "
-                f"{1e3 * pred_comm:.1f} ms), {100 * s['hidden_fraction']:.0f}% hidden{extra}")
+            comm = f"communication {1e3 * s['comm_span_s']:.1f} ms per step"
+            if s["efficiency"] != s["efficiency"]:
+                say(f"efficiency and communication n/a: {name} hides its compute and communication "
+                    f"(it wraps the model and optimizer){extra}")
+                continue
+            if pred_eff == pred_eff:
+                said = (f"efficiency {s['efficiency']:.3f} of ideal (predicted {pred_eff:.3f}), {comm} (alpha-beta, "
+                        f"one after the other: {1e3 * pred_comm:.1f} ms)")
+            else:
+                why = ("its bytes bypass the modelled link" if self.setup.link.modelled else "no link model")
+                said = f"efficiency {s['efficiency']:.3f} of ideal (prediction n/a: {why}), {comm}"
+            h = s["hidden_fraction"]
+            hidden = f"{100 * h:.0f}% hidden" if h == h else "hidden share n/a (no communication measured)"
+            say(f"{said}, {hidden}{extra}")
 
     def skipped(self, name: str, reason: str, schedule: str) -> None:
         """An entry that cannot run here: one line, and a summary row saying why."""
@@ -200,10 +212,9 @@ class Report(Hook):
         if len(self.summaries) < 2:
             return
         first = self.summaries[0]["img_per_s_worker"]
-        out = self.progress.write
-        out(f"{'sync':<18} {'variant':<10} {'img/s/worker':>12} {'total':>9} {'eff':>6} {'pred':>6} "
-            f"{'hidden':>7} {'x first':>8}")
-        for s in self.summaries:
-            out(f"{s['sync']:<18} {s['variant']:<10} {s['img_per_s_worker']:>12.1f} {s['img_per_s_total']:>9.1f} "
-                f"{s['efficiency']:>6.3f} {s['predicted_efficiency']:>6.3f} "
-                f"{100 * s['hidden_fraction']:>6.0f}% {s['img_per_s_worker'] / first:>8.3f}")
+        rows = [(s["sync"], s["variant"], s["img_per_s_worker"], s["img_per_s_total"], s["efficiency"],
+                 s["predicted_efficiency"], 100 * s["hidden_fraction"], s["img_per_s_worker"] / first)
+                for s in self.summaries]
+        for line in render(("sync", "variant", "img/s/worker", "total", "eff", "pred", "hidden %", "x first"), rows,
+                           formats=("s", "s", ".1f", ".1f", ".3f", ".3f", ".0f", ".3f")):
+            self.progress.write(line)

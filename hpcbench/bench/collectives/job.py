@@ -125,6 +125,14 @@ class CollectivesJob(Job):
         args.impls = impls
         self.cfg = args
 
+    def memory_need(self):
+        """Four buffers of ``-e/--maxbytes`` per rank: input, output, the reference result and the
+        algorithm's scratch (a lower bound; the float64 pattern the inputs are made from is left out)."""
+        from hpcbench.runtime.memory import MemoryNeed
+
+        a = self.cfg
+        return MemoryNeed(4 * a.maxbytes, f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op})")
+
     def prepare(self) -> None:
         """Start the baselines (gloo, Horovod) and the ``--link`` transport (collective)."""
         a, comm = self.cfg, self.comm
@@ -178,10 +186,16 @@ class CollectivesJob(Job):
                                    self.link, self.link_text(), _progress(), results)
             return self._sweep(results)
         finally:
-            for backend in self.backends.values():
-                backend.stop()
-            if self.link is not None:
-                self.link.free()
+            self.release()
+
+    def release(self) -> None:
+        """Stop the baselines (Horovod's thread calls MPI) and free the link transport (collective)."""
+        for backend in self.backends.values():
+            backend.stop()
+        self.backends = {}
+        if self.link is not None:
+            self.link.free()
+            self.link = None
 
     def _sweep(self, rf) -> int:
         from hpcbench.bench.collectives.report import COLUMNS, busbw_factor, header, iters_for, row_text, sizes

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hpcbench.runtime.texttable import fmt
+
 __all__ = ["COLUMNS", "sizes", "iters_for", "busbw_factor", "header", "row_text"]
 
 #: HDF5 table ``results``: (name, dtype, units, description)
@@ -59,4 +61,4 @@ def row_text(r: dict) -> str:
     """One printed row from a table row (:data:`COLUMNS` keys)."""
     return (f"  {r['size']:>10} {r['count']:>10} {r['type']:>8} {r['redop']:>5} {r['impl']:>18} "
             f"{r['time']:>10.1f} {r['p50']:>10.1f} {r['p99']:>10.1f} {r['algbw']:>7.3f} "
-            f"{r['busbw']:>7.3f} {r['vs_mpi']:>7.2f} {r['wrong']:>7}")
+            f"{r['busbw']:>7.3f} {fmt(r['vs_mpi'], '.2f'):>7} {r['wrong']:>7}")

@@ -30,6 +30,7 @@ import os
 
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point, job_arguments
+from hpcbench.runtime.texttable import fmt
 
 __all__ = ["CompressJob"]
 
@@ -83,10 +84,17 @@ def _compressor_name(text):
 
 
 def _positive_mb(text):
-    v = float(text)
+    from hpcbench.runtime.config import parse_finite
+
+    v = parse_finite(text)
     if not v > 0:
         raise ValueError(f"size must be > 0 MB, got {text!r}")
     return v
+
+
+#: float32 copies of the largest gradient a rank holds at once in the allreduce phase: two inputs,
+#: the error-feedback residual, the compensated gradient, the output and the dense ring's result
+_COPIES = 6
 
 
 def _link(text):
@@ -156,6 +164,13 @@ class CompressJob(Job):
             except (OSError, ValueError) as exc:
                 raise InputError(f"--trace: {exc}") from None
         self.cfg = a
+
+    def memory_need(self):
+        """``6 x max(--sizes-mb)`` per rank (:data:`_COPIES` float32 gradients of the largest size)."""
+        from hpcbench.runtime.memory import MemoryNeed
+
+        biggest = max(self.cfg.sizes_mb)
+        return MemoryNeed(int(_COPIES * biggest * 1e6), f"--sizes-mb {biggest:g}")
 
     def prepare(self) -> None:
         import torch
@@ -235,7 +250,7 @@ class CompressJob(Job):
                                   "throughput": r["throughput_GBps"], "wire_ratio": r["wire_ratio"],
                                   "recall": r["recall"], "vs_torch_topk": vs})
                     print(f"{name:<15}{mb:>8.2f}{1e3 * r['compress_s']:>10.2f}{1e3 * r['decompress_s']:>9.2f}"
-                          f"{r['throughput_GBps']:>8.2f}{r['wire_ratio']:>9.4f}{r['recall']:>8.3f}"
+                          f"{r['throughput_GBps']:>8.2f}{r['wire_ratio']:>9.4f}{fmt(r['recall'], '.3f'):>8}"
                           f"{vs:>9.2f}", flush=True)
             sleep_barrier(comm)
 

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from pydantic import Field
 
 from hpcbench.fl.contracts import Aggregator, ClientUpdates, StrategyConfig
 
-__all__ = ["weighted_average", "FedAvg"]
+__all__ = ["weighted_average", "client_weights", "Weighting", "FedAvg"]
+
+#: how client updates are weighted in the average: by local example count (McMahan et al.), or all
+#: alike (FedScale's aggregator, ``fedscale/cloud/aggregation/aggregator.py``: sum / number of clients)
+Weighting = Literal["examples", "uniform"]
+
+
+def client_weights(updates: ClientUpdates, weighting: str) -> np.ndarray:
+    """Weights of the round's updates: ``num_examples`` (``examples``) or ones (``uniform``); float64, shape (m,)."""
+    n = np.asarray(updates.num_examples, dtype=np.float64)
+    return n if weighting == "examples" else np.ones_like(n)
 
 
 def weighted_average(deltas: np.ndarray, num_examples: np.ndarray) -> np.ndarray:
@@ -53,7 +65,8 @@ class FedAvg(Aggregator):
     al.'s FedAvg, "Communication-Efficient Learning of Deep Networks from
     Decentralized Data" (AISTATS 2017): the example-weighted mean of the
     clients' local models. FedScale's aggregator takes the unweighted mean of
-    the updates instead; hpcbench keeps the paper's weighting.
+    the updates instead: ``weighting: uniform`` (what a FedScale job file
+    translates to); the default keeps the paper's weighting.
 
     Parameters
     ----------
@@ -65,9 +78,11 @@ class FedAvg(Aggregator):
 
         server_learning_rate: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
         """server step on the weighted mean client update (1: plain FedAvg)"""
+        weighting: Weighting = "examples"
+        """examples: weight each update by its client's example count (the paper); uniform: all alike (FedScale)"""
 
     def aggregate(self, global_params: np.ndarray, deltas: np.ndarray, updates: ClientUpdates,
                   round_: int) -> np.ndarray:
         """New global parameters (float32, shape (P,)) from the round's client updates."""
-        update = weighted_average(deltas, updates.num_examples)
+        update = weighted_average(deltas, client_weights(updates, self.config.weighting))
         return (global_params.astype(np.float64) + self.config.server_learning_rate * update).astype(np.float32)

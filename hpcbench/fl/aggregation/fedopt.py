@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 from pydantic import Field
 
-from hpcbench.fl.aggregation.fedavg import weighted_average
+from hpcbench.fl.aggregation.fedavg import Weighting, client_weights, weighted_average
 from hpcbench.fl.contracts import Aggregator, ClientUpdates, StrategyConfig
 
 __all__ = ["FedOpt"]
@@ -29,8 +29,9 @@ class FedOpt(Aggregator):
     divided by ``1 - beta1^t`` and ``1 - beta2^t`` (Adam's correction; never
     for Adagrad's sum). The paper and Flower use none. FedScale's defaults
     (``eta`` 3e-3, ``tau`` 1e-8) are the defaults here; Flower's (``eta`` 1e-2,
-    ``tau`` 1e-3, no bias correction) are a config away. Reddi et al. average
-    the updates uniformly; hpcbench weights them by example count, as FedAvg.
+    ``tau`` 1e-3, no bias correction) are a config away. Reddi et al. and
+    FedScale average the updates uniformly (``weighting: uniform``); the
+    default weights them by example count, as FedAvg.
     State (``m``, ``v``, ``t``) is float64 and explicit (:meth:`state_dict`).
 
     Parameters
@@ -51,6 +52,8 @@ class FedOpt(Aggregator):
         """adaptivity: added to sqrt(v) (FedScale 1e-8, Flower 1e-3)"""
         bias_correction: bool = True
         """divide m and v by 1 - beta^t as Adam"""
+        weighting: Weighting = "examples"
+        """examples: average the updates weighted by example count; uniform: all alike (Reddi et al., FedScale)"""
 
     #: whether ``v`` is an exponential average that Adam's bias correction applies to
     corrects_v = True
@@ -69,7 +72,7 @@ class FedOpt(Aggregator):
                   round_: int) -> np.ndarray:
         """One server step; returns the new global parameters (float32, shape (P,))."""
         c = self.config
-        delta = weighted_average(deltas, updates.num_examples)
+        delta = weighted_average(deltas, client_weights(updates, c.weighting))
         if self.m is None:
             self.m = np.zeros_like(delta)
             self.v = np.full_like(delta, c.tau * c.tau)

@@ -1,0 +1,56 @@
+"""The config section of a modelled link, shared by every runner that runs over one (train, pipeline).
+
+One section, one validation: ``bandwidth`` is parsed (a positive, finite
+rate) and ``latency_s`` checked whatever ``kind`` is, so a bad value is an
+input error naming the key even where it is not used yet, never a
+traceback at run time nor silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from hpcbench.runtime.config import Strict
+
+__all__ = ["LinkConfig"]
+
+
+class LinkConfig(Strict):
+    """The links hpcbench's collectives run over: ``shared`` (MPI over shared memory) or ``model``.
+
+    ``model``: every message takes ``latency_s + 8 bytes / bandwidth``
+    (:class:`hpcbench.collectives.linkmodel.LinkTransport`), or follows row
+    ``trace_index`` of the bundled MobiPerf speed tests (kbit/s samples times
+    ``trace_scale``, one per ``trace_interval_s``), or the MobiPerf WAN
+    replay scaled to ``wan_mean`` (:meth:`hpcbench.collectives.linkmodel.BandwidthReplay.mobiperf_wan`),
+    where the runner replays traces (train; the pipeline's links are
+    constant-rate).
+    """
+
+    kind: Literal["shared", "model"] = "shared"
+    latency_s: float = Field(0.0, ge=0.0, le=3600.0, description="per-message latency in seconds (model links)")
+    bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit (model links)")
+    trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
+    trace_scale: float = Field(1.0, gt=0.0)
+    trace_interval_s: float = Field(1.0, gt=0.0, description="modelled seconds each trace sample lasts")
+    wan_mean: Optional[str] = Field(None, description="a fluctuating wide-area link: the MobiPerf speed tests' "
+                                                      "means in turn, scaled to this mean, e.g. 100Mbit or 500Mbit "
+                                                      "(StellaTrain's settings); one per trace_interval_s (train)")
+
+    @model_validator(mode="after")
+    def _one_trace(self):
+        if self.wan_mean is not None and self.trace_index is not None:
+            raise ValueError(f"wan_mean: {self.wan_mean!r} and trace_index: {self.trace_index} both set the "
+                             f"link's bandwidth over time; give one")
+        return self
+
+    @field_validator("bandwidth", "wan_mean")
+    @classmethod
+    def _rate(cls, v):
+        from hpcbench.collectives.linkmodel import parse_rate
+
+        if v is not None:
+            parse_rate(v)
+        return v

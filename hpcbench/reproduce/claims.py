@@ -1,0 +1,91 @@
+"""Checking a figure's claims against its runs: PASS, FAIL, or n/a with the reason.
+
+- ``n/a``: the claim needs the full tier's sizes (``full tier only``), or it
+  selects no row and the manifest says why that may happen (``missing_ok``,
+  e.g. Horovod is not built here);
+- ``FAIL``: the value misses the threshold, is undefined (NaN: a target never
+  reached), or cannot be computed (a run failed, a column is missing);
+- ``PASS``: the value meets the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hpcbench.reproduce.data import FigureData
+from hpcbench.reproduce.expression import EmptySelection, ExpressionError, evaluate
+from hpcbench.reproduce.manifest import Claim
+
+__all__ = ["ClaimResult", "check_claim", "HEADER", "table_rows"]
+
+#: the printed claims table
+HEADER = ("figure", "claim", "threshold", "measured", "result")
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """The outcome of one claim.
+
+    Attributes
+    ----------
+    figure : str
+    claim : Claim
+    verdict : str
+        ``PASS``, ``FAIL`` or ``n/a``.
+    value : float or None
+        The measured quantity (None where it could not be computed).
+    measured : str
+        What the table shows in the ``measured`` column.
+    why : str
+        Why it is n/a or failed (empty for PASS).
+    notes : tuple of str
+        NaNs met on the way, and the like.
+    """
+
+    figure: str
+    claim: Claim
+    verdict: str
+    value: float | None
+    measured: str
+    why: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def result(self) -> str:
+        """The ``result`` column: ``PASS``, ``FAIL`` or ``n/a (why)``."""
+        return f"n/a ({self.why})" if self.verdict == "n/a" else self.verdict
+
+
+def check_claim(figure: str, claim: Claim, data: FigureData, tier: str) -> ClaimResult:
+    """Evaluate ``claim`` on ``data`` in ``tier`` (never raises for bad data: that is a FAIL)."""
+    if claim.full_only and tier != "full":
+        return ClaimResult(figure, claim, "n/a", None, "n/a", "full tier only")
+    try:
+        ev = evaluate(claim.quantity, data)
+    except EmptySelection as exc:
+        if claim.missing_ok:
+            return ClaimResult(figure, claim, "n/a", None, "n/a", f"{claim.missing_ok}: {exc}")
+        return ClaimResult(figure, claim, "FAIL", None, "no data", str(exc))
+    except ExpressionError as exc:
+        return ClaimResult(figure, claim, "FAIL", None, "no data", str(exc))
+    unit = f" {claim.unit}" if claim.unit else ""
+    if math.isnan(ev.value):
+        return ClaimResult(figure, claim, "FAIL", None, "undefined", "; ".join(ev.notes) or "NaN",
+                           tuple(ev.notes))
+    measured = f"{ev.value:.4g}{unit}"
+    if claim.holds(ev.value):
+        return ClaimResult(figure, claim, "PASS", ev.value, measured, "", tuple(ev.notes))
+    return ClaimResult(figure, claim, "FAIL", ev.value, measured, f"misses {claim.threshold_text()}",
+                       tuple(ev.notes))
+
+
+def table_rows(results: list[ClaimResult]) -> list[tuple[str, str, str, str, str]]:
+    """The rows of the printed claims table (:data:`HEADER`); a failure's reason follows its verdict."""
+    rows = []
+    for r in results:
+        result = r.result
+        if r.verdict == "FAIL" and r.why and r.value is None:
+            result = f"FAIL ({r.why})"
+        rows.append((r.figure, r.claim.name, r.claim.threshold_text(), r.measured, result))
+    return rows

@@ -1,0 +1,193 @@
+"""hpcbench reproduce without launching anything: the manifest loader, the quantity grammar, claims on fixture files."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from hpcbench.reproduce.claims import check_claim, table_rows
+from hpcbench.reproduce.command import main as reproduce_main
+from hpcbench.reproduce.data import FigureData
+from hpcbench.reproduce.expression import EmptySelection, ExpressionError, evaluate, parse
+from hpcbench.reproduce.manifest import ROOT, ManifestError, load_manifest
+from hpcbench.reproduce.plan import make_plan, render_value
+from hpcbench.results import Column, ResultsFile
+
+GOOD = """
+version: 1
+x-common: &common {minbytes: 1K, maxbytes: 4K}
+figures:
+  coll:
+    title: collectives fixture
+    paper: nccl-tests
+    jobs:
+      - id: sweep
+        runner: collectives
+        ranks: 2
+        overrides: *common
+        seeds: [1, 2]
+        expected_s: 3
+      - id: big
+        runner: collectives
+        ranks: 2
+        tiers: [full]
+        expected_s: 9
+    analysis: {script: analysis/plot_collectives.py}
+    claims:
+      - {name: ring_busbw, mirrors: x, quantity: "mean(sweep.results.busbw[impl == 'ring' and size == 4 * KiB]) / mean(sweep.results.busbw[impl == 'mpi' and size == 4 * KiB])", op: ">=", threshold: 1.0}
+      - {name: too_much, mirrors: x, quantity: "max(sweep.results.busbw)", op: ">=", threshold: 1000}
+      - {name: full_only, mirrors: x, quantity: "max(big.results.busbw)", op: ">=", threshold: 1, full_only: true}
+      - {name: horovod, mirrors: x, quantity: "sweep.results.busbw[impl == 'horovod']", op: ">=", threshold: 1, missing_ok: not built}
+      - {name: gloo, mirrors: x, quantity: "sweep.results.busbw[impl == 'gloo']", op: ">=", threshold: 1}
+      - {name: per_seed, mirrors: x, quantity: "sweep.results.busbw[impl == 'ring' and size == 1 * KiB and seed == 2]", op: between, threshold: [1.5, 2.5]}
+"""
+
+
+def _manifest(tmp_path, text: str):
+    path = tmp_path / "m.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _collectives_file(path, busbw: dict, seed: int) -> None:
+    cols = [Column("size", "int64", "B"), Column("impl", "str", ""), Column("busbw", "float64", "GB/s"),
+            Column("p50", "float64", "us")]
+    with ResultsFile(path, "collectives", {"seed": seed}, {"seed": seed, "world_size": 2}) as rf:
+        t = rf.table("results", cols)
+        for (size, impl), value in busbw.items():
+            t.append({"size": size, "impl": impl, "busbw": value, "p50": 10.0})
+
+
+@pytest.mark.parametrize("broken, entry", [
+    ("runner: collectives", "figures.coll.jobs[sweep].runner: unknown runner"),
+    ("quantity: \"max(sweep.results.busbw)\"", "figures.coll.claims[too_much].quantity"),
+    ("expected_s: 3", "figures.coll.jobs[sweep]"),
+    ("op: \">=\", threshold: 1000", "figures.coll.claims[too_much]"),
+    ("script: analysis/plot_collectives.py", "figures.coll.analysis.script"),
+    ("seeds: [1, 2]", "figures.coll.jobs[sweep].seeds"),
+])
+def test_bad_manifest_exits_2_naming_the_entry(tmp_path, capsys, broken, entry):
+    replacement = {"runner: collectives": "runner: collectivez",
+                   "quantity: \"max(sweep.results.busbw)\"": "quantity: \"__import__('os').system('true')\"",
+                   "expected_s: 3": "expected_s: {full: 3}",
+                   "op: \">=\", threshold: 1000": "op: between, threshold: 1000",
+                   "script: analysis/plot_collectives.py": "script: analysis/no_such_script.py",
+                   "seeds: [1, 2]": "seeds: [1, 1]"}[broken]
+    path = _manifest(tmp_path, GOOD.replace(broken, replacement, 1))
+    assert reproduce_main(["--manifest", str(path), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert entry in err and str(path) in err
+
+
+def test_more_bad_manifests(tmp_path):
+    cases = {
+        "unknown key": (GOOD.replace("title: collectives fixture", "title: x\n    colour: red"), "coll.colour"),
+        "claim reads an unknown job": (GOOD.replace("max(sweep.results.busbw)", "max(nojob.results.busbw)"),
+                                       "reads job 'nojob'"),
+        "quick claim on a full-only job": (GOOD.replace(", full_only: true", ""), "mark the claim full_only"),
+        "not a mapping": ("- 1\n- 2\n", "top level"),
+        "not YAML": ("figures: [\n", "not YAML"),
+        "a config for a flags runner": (GOOD.replace("ranks: 2\n        overrides", "ranks: 2\n        config: "
+                                                                                  "jobs/configs/digits.yaml\n"
+                                                                                  "        overrides", 1),
+                                        "takes flags"),
+    }
+    for what, (text, needle) in cases.items():
+        with pytest.raises(ManifestError, match=None) as info:
+            load_manifest(_manifest(tmp_path, text))
+        assert needle in str(info.value), (what, str(info.value))
+    with pytest.raises(ManifestError, match="unknown figure 'nope'"):
+        make_plan(load_manifest(_manifest(tmp_path, GOOD)), "quick", tmp_path, ["nope"])
+
+
+def test_the_repository_manifest_loads_and_plans_both_tiers(tmp_path):
+    manifest = load_manifest(ROOT / "jobs" / "reproduce.yaml")
+    quick, full = (make_plan(manifest, t, tmp_path) for t in ("quick", "full"))
+    assert set(quick.figures) == set(manifest.figures) and quick.runs and len(full.runs) > len(quick.runs)
+    assert all(fig in quick.drawings and quick.drawings[fig].inputs for fig in manifest.figures)
+    assert quick.expected_s <= 30 * 60, "the quick tier must fit in 30 minutes on 2 cores"
+    runners = {r.job.runner for r in quick.runs}
+    assert runners == {"fl", "collectives", "compress", "costmodel", "pipeline", "train"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("__import__('os')", "unknown function"),
+    ("a.b.c.__class__", "not allowed"),
+    ("(lambda: 1)()", "unknown function"),
+    ("[x for x in a.b.c]", "not allowed"),
+    ("a.b.c[open('x')]", "not allowed in a row filter"),
+    ("mean(a.b.c, 2)", "exactly one argument"),
+    ("os", "unknown name"),
+    ("1 + 2", "reads no data"),
+    ("a.b", "not allowed"),
+    ("a.b.c ** 2", "not allowed"),
+    ("a.b.c[", "syntax error"),
+])
+def test_quantities_outside_the_grammar_are_refused(text, message):
+    with pytest.raises(ExpressionError, match=message):
+        parse(text)
+
+
+class _Tables:
+    def __init__(self, tables):
+        self.tables = tables
+
+    def table(self, job, name):
+        return self.tables[(job, name)]
+
+
+def test_quantity_evaluation_by_hand():
+    src = _Tables({("j", "t"): {"x": np.array([1.0, 2.0, 3.0, np.nan]), "k": np.array(["a", "b", "a", "b"],
+                                                                                    dtype=object),
+                                "size": np.array([1024, 2048, 1024, 4096])},
+                   ("j", "attrs"): {"tta": np.array([10.0, 30.0]), "seed": np.array([1.0, 2.0])}})
+    assert evaluate(parse("mean(j.t.x[k == 'a'])"), src).value == 2.0
+    assert evaluate(parse("j.t.x[k == 'b' and size == 2 * KiB] / 4"), src).value == 0.5
+    assert evaluate(parse("sum(j.t.x[k in ('a', 'b') and not size > 2048])"), src).value == 6.0
+    assert evaluate(parse("mean(j.attrs.tta) - first(j.attrs.tta)"), src).value == 10.0
+    assert evaluate(parse("count(j.t.x[size >= 1 * KiB])"), src).value == 4.0
+    assert evaluate(parse("max(abs(j.t.x[k == 'a'] - 3))"), src).value == 2.0
+    nan = evaluate(parse("mean(j.t.x)"), src)
+    assert np.isnan(nan.value) and nan.notes == ["j.t.x: 1 of 4 values NaN"]
+    with pytest.raises(EmptySelection, match="no rows match"):
+        evaluate(parse("j.t.x[k == 'c']"), src)
+    with pytest.raises(ExpressionError, match="gives 2 values"):
+        evaluate(parse("j.t.x[k == 'a']"), src)
+    with pytest.raises(ExpressionError, match="no column 'y'"):
+        evaluate(parse("j.t.y"), src)
+
+
+def test_override_values_on_the_command_line():
+    assert render_value("4:1", "config") == "'4:1'" and render_value(["even", "ring:priority"], "config") == \
+        "[even, 'ring:priority']"
+    assert render_value(None, "config") == "null" and render_value(2, "config") == "2"
+    assert render_value(True, "flags") == "" and render_value(False, "flags") is None
+    assert render_value(["ring", "mpi"], "flags") == "ring,mpi" and render_value("1K", "flags") == "1K"
+
+
+def test_claims_on_fixture_files(tmp_path):
+    plan = make_plan(load_manifest(_manifest(tmp_path, GOOD)), "quick", tmp_path / "out")
+    runs = plan.runs_of("coll")
+    assert [r.name for r in runs] == ["sweep-s1", "sweep-s2"] and runs[0].overrides["seed"] == 1
+    for run, ring in zip(runs, (2.0, 2.2)):
+        _collectives_file(run.output, {(1024, "ring"): ring, (1024, "mpi"): 1.0, (4096, "ring"): 3.0,
+                                       (4096, "mpi"): 2.0}, seed=run.overrides["seed"])
+    data = FigureData(runs)
+    claims = {c.name: c for c in load_manifest(_manifest(tmp_path, GOOD)).figures["coll"].claims}
+    results = {name: check_claim("coll", claim, data, "quick") for name, claim in claims.items()}
+    assert results["ring_busbw"].verdict == "PASS" and results["ring_busbw"].value == 1.5
+    assert results["too_much"].verdict == "FAIL" and results["too_much"].measured == "3"
+    assert results["full_only"].verdict == "n/a" and results["full_only"].why == "full tier only"
+    assert results["horovod"].verdict == "n/a" and results["horovod"].why.startswith("not built")
+    assert results["gloo"].verdict == "FAIL" and "no rows match" in results["gloo"].why
+    assert results["per_seed"].verdict == "PASS" and results["per_seed"].value == 2.2
+    rows = table_rows(list(results.values()))
+    assert ("coll", "too_much", ">= 1000", "3", "FAIL") in rows
+    assert not any("nan" in cell for row in rows for cell in row)
+    # a run that did not complete fails every claim reading its job, naming the run
+    with ResultsFile(runs[1].output, "collectives", {}, overwrite=True) as rf:
+        rf.close("failed", error="boom")
+    failed = check_claim("coll", claims["ring_busbw"], FigureData(runs), "quick")
+    assert failed.verdict == "FAIL" and "sweep-s2" in failed.why and "failed" in failed.why
