@@ -56,7 +56,7 @@ def policy_context(ctx, step: int) -> PolicyContext:
                          learning_rate=ctx.state.lr, sync=sync.name,
                          algorithm=getattr(sync, "algorithm", None) if sync.switches_algorithm else None,
                          total_steps=getattr(ctx.plan, "total_steps", None),
-                         message_elements=tuple(int(n) for n in ctx.setup.plan.numel))
+                         message_elements=tuple(int(n) for n in getattr(getattr(ctx.setup, "plan", None), "numel", ())))
 
 
 class PolicyHook(Hook):
