@@ -86,3 +86,37 @@ def test_every_registered_policy_declares_its_contract():
     for name, cls in POLICIES.items():
         assert cls.name == name and cls.decides and set(cls.decides) <= set(FIELDS)
         assert cls.agreement in ("root", "consensus") and cls.__doc__
+
+
+def test_stellatrain_policy_turns_controller_decisions_into_decisions_at_latest_plus_3():
+    """2:1 workers (backward 32/400 and 32/200 s per sample): the policy's decisions are the controller's,
+    batch per worker and kept fraction, at its effective step, its record as the detail; rank 1 decides nothing."""
+    from dataclasses import replace
+
+    from hpcbench.controller import ThroughputModel
+    from hpcbench.policies.stellatrain import StellaTrain
+    from hpcbench.telemetry import TelemetryRecord
+    from hpcbench.train.tables import STEP_FIELDS
+
+    models = [ThroughputModel(32, 400), ThroughputModel(32, 200)]
+    pol = StellaTrain(StellaTrain.Config(max_batch=64, min_batch=4, initial_ratio=0.02))
+    ctx = replace(_ctx(-1, sizes=(16, 16)), message_elements=(25_000_000,))
+    first = pol.before_train(ctx)
+    assert first == Decision(compress_ratio=0.02, reason="initial compression ratio")
+    assert StellaTrain(StellaTrain.Config()).before_train(replace(ctx, rank=1)) is None
+    sizes, ratio, out = (16, 16), 0.02, []
+    fields = STEP_FIELDS + TelemetryRecord.names()
+    for s in range(40):
+        recs = [TelemetryRecord(s, i, 0.0, 0.01, float(models[i].time(sizes[i])), 0.0, 0.0, 1e8, 1e8, 1e8, 1e8,
+                                sizes[i], 1, ratio) for i in range(2)]
+        rows = np.array([np.concatenate([np.zeros(len(STEP_FIELDS)), r.vector()]) for r in recs])
+        d = pol.after_step(replace(ctx, step=s, batch_sizes=sizes), Telemetry(s, 0, fields, rows[0], rows, {}, sizes))
+        if d is not None:
+            out.append((s, d))
+            sizes, ratio = d.batch_size, d.compress_ratio
+    assert [s for s, _ in out][:2] == [7, 14]                 # warm-up, then every 4 steps after the last effect
+    for s, d in out:
+        assert d.at_step == s + 3 == d.detail.effective_step and d.batch_size == d.detail.batches
+        assert d.compress_ratio == pytest.approx(1 - d.detail.compression_rate)
+        assert set(d.changes()) <= StellaTrain.decides
+    assert out[-1][1].detail.phase == "running" and out[-1][1].batch_size == (64, 32)

@@ -27,6 +27,10 @@ REGISTRIES = [
     ("hpcbench.fl.data", "DATASETS"),
     ("hpcbench.fl.models", "MODELS"),
     ("hpcbench.cli", "SUBCOMMANDS"),
+    ("hpcbench.optim", "OPTIMIZERS"),
+    ("hpcbench.controller.batch", "BATCH_SOLVERS"),
+    ("hpcbench.policies", "POLICIES"),
+    ("hpcbench.sync", "SYNCHRONISERS"),
 ]
 
 

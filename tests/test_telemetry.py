@@ -52,10 +52,10 @@ def test_tables_written_and_read_back(tmp_path):
     d = Decision(10, 13, "running", 9e7, 8e7, 0.2, 0.99, 0.01, "64,32", 0.0017, True)
     with ResultsFile(path, "train", {}) as f:
         f.table("telemetry", columns_of(TelemetryRecord)).append(rows_of([record(0, 0), record(0, 1)]))
-        f.table("decisions", columns_of(Decision)).append(rows_of([d]))
+        f.table("controller", columns_of(Decision)).append(rows_of([d]))
     t = read_table(path, "telemetry")
     assert t["rank"].tolist() == [0, 1] and t["recv_mean_bps"].tolist() == [3e6, 3e6]
-    dec = read_table(path, "decisions")
+    dec = read_table(path, "controller")
     assert dec["batch_sizes"].tolist() == ["64,32"] and dec["reoptimised"].tolist() == [True]
     assert d.batches == (64, 32)
     import h5py
@@ -64,3 +64,36 @@ def test_tables_written_and_read_back(tmp_path):
     assert rows_of([]) == {}
     with pytest.raises(TypeError, match="not a dataclass"):
         columns_of(int)
+
+
+def test_traffic_meters_take_wall_spans_in_modelled_time_and_telemetry_gives_records():
+    """A 1 MB receive over 0.5 wall seconds under dilation 2 is 0.25 modelled seconds: 32 Mbit/s at its peak;
+    a step's Telemetry carrying two ranks' records (after the step's own fields) gives them back."""
+    import numpy as np
+
+    from hpcbench.policies import Telemetry
+    from hpcbench.runtime.dilation import TimeDilation
+    from hpcbench.telemetry import TrafficMeters
+    from hpcbench.train.tables import STEP_FIELDS
+
+    m = TrafficMeters(TimeDilation(2.0))
+    m.received(1e6, 10.0, 10.5)
+    m.sent(5e5, 10.0, 10.0)
+    send_peak, send_mean, recv_peak, recv_mean = m.readings(5.25)
+    assert recv_peak == pytest.approx(32e6, rel=0.05) and recv_mean == pytest.approx(8e6)
+    assert send_peak == pytest.approx(4e6 * 10) and send_mean == pytest.approx(4e6)
+    fields = STEP_FIELDS + TelemetryRecord.names()
+    rows = np.array([np.concatenate([np.arange(len(STEP_FIELDS)), record(3, r).vector()]) for r in (0, 1)])
+    tel = Telemetry(3, 0, fields, rows[0], rows, {}, (32, 32))
+    assert tel.records() == [record(3, 0), record(3, 1)]
+    assert Telemetry(3, 0, fields, rows[1], None, {}, (32, 32)).records() == [record(3, 1)]
+    assert Telemetry(3, 0, STEP_FIELDS, rows[0, :7], None, {}, (32, 32)).records() == []
+
+
+def test_bandwidth_replay_mean_rate_integrates_the_levels():
+    from hpcbench.collectives.linkmodel import BandwidthReplay
+
+    r = BandwidthReplay([10.0, 30.0, 20.0], interval_s=0.5)
+    assert r.mean_rate(0.25, 0.75) == pytest.approx(20.0)          # half of each of the first two levels
+    assert r.mean_rate(0.0, 1.5) == pytest.approx(20.0) and r.mean_rate(0.6, 0.6) == 30.0
+    assert r.mean_rate(1.25, 1.75) == pytest.approx(15.0)          # wraps around: 20 then 10

@@ -115,6 +115,7 @@ def test_emulated_priority_schedule_side_by_side_and_a_replayed_profile(tmp_path
     (1, ["--monitors", "[gns_typo]"], "gns_typo"),
     (3, ["--policies", "[{name: batch_schedule, batch_size: {5: 0}}]"],
      "key 'policies.0.batch_schedule.batch_size.5' has bad value 0"),
+    (2, ["--policies", "[stellatrain]"], "'stellatrain' sets the compression ratio; sync 'ring' cannot change it"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     out = tmp_path / "bad.h5"
@@ -152,6 +153,15 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"policies": "[warp]"}, "unknown policy 'warp'; registered: batch_schedule"),
     ({"model": "resnet18", "policies": "[{name: batch_schedule, unit: epoch, batch_size: {2: 8}}]"},
      "policies.0: 'batch_schedule' acts on epochs; synthetic images have none: set epoch_size"),
+    ({"policies": "[stellatrain]"}, "policies.0: 'stellatrain' sets the compression ratio; sync 'ring' cannot"),
+    ({"sync": "[{name: compressed, compressor: qsgd}]", "policies": "[stellatrain]"}, "sync 'compressed' cannot"),
+    ({"policies": "[{name: stellatrain, solver: warp}]"}, "unknown batch solver 'warp'; registered: nelder-mead"),
+    ({"policies": "[{name: stellatrain, initial_ratio: 0}]"}, "policies.0.stellatrain.initial_ratio"),
+    ({"speed": "'2:1'"}, "speed: '2:1' needs compute: emulated"),
+    ({"compute": "emulated", "speed": "fast"}, "speed"),
+    ({"link.wan_mean": "100Mbit", "link.trace_index": "0"}, "both set the link's bandwidth over time; give one"),
+    ({"link.wan_mean": "fast"}, "link.wan_mean"),
+    ({"chrome_trace": "' '"}, "chrome_trace"),
 ])
 def test_config_errors_name_the_key_and_value(monkeypatch, overrides, needle):
     from hpcbench import monitors

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from hpcbench.runtime.config import Strict
 
@@ -23,8 +23,10 @@ class LinkConfig(Strict):
     ``model``: every message takes ``latency_s + 8 bytes / bandwidth``
     (:class:`hpcbench.collectives.linkmodel.LinkTransport`), or follows row
     ``trace_index`` of the bundled MobiPerf speed tests (kbit/s samples times
-    ``trace_scale``, one per ``trace_interval_s``) where the runner replays
-    traces (train; the pipeline's links are constant-rate).
+    ``trace_scale``, one per ``trace_interval_s``), or the MobiPerf WAN
+    replay scaled to ``wan_mean`` (:meth:`hpcbench.collectives.linkmodel.BandwidthReplay.mobiperf_wan`),
+    where the runner replays traces (train; the pipeline's links are
+    constant-rate).
     """
 
     kind: Literal["shared", "model"] = "shared"
@@ -32,12 +34,23 @@ class LinkConfig(Strict):
     bandwidth: str = Field("10Gbit", description="constant bandwidth, e.g. 10Gbit, 1Gbit, 100Mbit (model links)")
     trace_index: Optional[int] = Field(None, ge=0, description="MobiPerf trace row (time-varying bandwidth)")
     trace_scale: float = Field(1.0, gt=0.0)
-    trace_interval_s: float = Field(1.0, gt=0.0)
+    trace_interval_s: float = Field(1.0, gt=0.0, description="modelled seconds each trace sample lasts")
+    wan_mean: Optional[str] = Field(None, description="a fluctuating wide-area link: the MobiPerf speed tests' "
+                                                      "means in turn, scaled to this mean, e.g. 100Mbit or 500Mbit "
+                                                      "(StellaTrain's settings); one per trace_interval_s (train)")
 
-    @field_validator("bandwidth")
+    @model_validator(mode="after")
+    def _one_trace(self):
+        if self.wan_mean is not None and self.trace_index is not None:
+            raise ValueError(f"wan_mean: {self.wan_mean!r} and trace_index: {self.trace_index} both set the "
+                             f"link's bandwidth over time; give one")
+        return self
+
+    @field_validator("bandwidth", "wan_mean")
     @classmethod
     def _rate(cls, v):
         from hpcbench.collectives.linkmodel import parse_rate
 
-        parse_rate(v)
+        if v is not None:
+            parse_rate(v)
         return v

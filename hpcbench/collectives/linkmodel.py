@@ -9,7 +9,8 @@ Model (per sending rank, one outgoing link, serialised):
     link_free = depart + tx
     arrival = depart + alpha + tx
 
-The sender stamps ``arrival`` in an 8-byte header message (sent on a
+The sender stamps ``arrival`` (and ``depart + alpha``, when the first byte
+arrives, for the traffic meter) in a 16-byte header message (sent on a
 duplicate of the communicator, same tag, so headers pair with payloads in
 MPI's non-overtaking order); the receiver's request completes only when the
 bytes are there *and* ``time.monotonic() >= arrival``; the send request
@@ -26,7 +27,9 @@ lasts ``d`` times longer in wall time.
 
 ``bytes_sent`` counts payload bytes exactly (the modelled wire bytes); the
 headers are bookkeeping, counted apart in ``header_bytes_sent`` and not
-charged to the link.
+charged to the link. With a traffic meter (``transport.meter``, see
+:class:`~hpcbench.collectives.transport.Transport`) a send is metered over
+``[depart, link_free]`` and a receive over ``[depart + alpha, arrival]``.
 """
 
 from __future__ import annotations
@@ -203,6 +206,18 @@ class BandwidthReplay:
         i = int((t % self.period_s) // self.interval_s)
         return float(self.bits_per_s[min(i, self.bits_per_s.size - 1)])
 
+    def mean_rate(self, start: float, end: float) -> float:
+        """Time-average bandwidth (bit/s) between trace times ``start`` and ``end`` (the rate at ``start`` when
+        ``end <= start``): the piecewise-constant rate integrated exactly."""
+        if end <= start:
+            return self.rate_at(start)
+        iv = self.interval_s
+        edges = np.arange(math.floor(start / iv), math.ceil(end / iv) + 1) * iv
+        edges = np.clip(edges, start, end)
+        widths = np.diff(edges)
+        rates = np.array([self.rate_at(0.5 * (a + b)) for a, b in zip(edges[:-1], edges[1:])])
+        return float(np.sum(rates * widths) / (end - start))
+
     def transfer_time(self, bits: float, t: float) -> float:
         """Seconds to push ``bits`` starting at trace time ``t``."""
         if bits <= 0:
@@ -245,12 +260,15 @@ class LinkRequest(P2PRequest):
     min_wire : float
         Receives: the least modelled time from departure to arrival of a message of
         ``nbytes`` (latency plus transfer at the highest rate of the link).
+    on_done : callable, optional
+        Receives: ``on_done(first_byte, arrival)`` once, at completion, with the
+        times the header carried (the traffic meter).
     """
 
     __slots__ = ("_reqs", "_keep", "_header", "_ready_at", "_min_wire")
 
     def __init__(self, reqs, nbytes: int, header: np.ndarray | None, ready_at: float | None,
-                 keep=None, min_wire: float = 0.0) -> None:
+                 keep=None, min_wire: float = 0.0, on_done=None) -> None:
         self._reqs = reqs
         self.nbytes = nbytes
         self._done = False
@@ -258,6 +276,7 @@ class LinkRequest(P2PRequest):
         self._ready_at = ready_at
         self._keep = keep
         self._min_wire = min_wire
+        self._on_done = on_done
 
     @property
     def ready_at(self) -> float | None:
@@ -277,6 +296,9 @@ class LinkRequest(P2PRequest):
                 return False
             self._reqs = []
         self._done = time.monotonic() >= self._ready_at
+        if self._done and self._on_done is not None:
+            self._on_done(float(self._header[1]), self._ready_at)
+            self._on_done = None
         return self._done
 
     def not_before(self, now: float) -> float | None:
@@ -375,8 +397,10 @@ class LinkTransport(Transport):
         wall_tx = self.dilation.to_wall(tx)
         self.link_free = depart + wall_tx
         self.modelled_busy_s += tx
-        header = np.array([depart + self.dilation.to_wall(self.alpha) + wall_tx],
-                          dtype=np.float64)
+        first = depart + self.dilation.to_wall(self.alpha)
+        header = np.array([first + wall_tx, first], dtype=np.float64)     # arrival, first byte's
+        if self.meter is not None:
+            self.meter.sent(buf.nbytes, depart, depart + wall_tx)
         rh = self._hdr_comm.Isend([header, MPI.DOUBLE], dest=dest, tag=tag)
         rb = self.comm.Isend(_mpi_buffer(buf), dest=dest, tag=tag)
         self.bytes_sent += buf.nbytes
@@ -385,12 +409,16 @@ class LinkTransport(Transport):
         return LinkRequest([rh, rb], buf.nbytes, None, depart + wall_tx, keep=(header, buf))
 
     def irecv(self, buf: np.ndarray, source: int, tag: int) -> LinkRequest:
-        header = np.empty(1, dtype=np.float64)
+        header = np.empty(2, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)
+        done = None
+        if self.meter is not None:
+            meter, n = self.meter, buf.nbytes
+            done = lambda first, arrival: meter.received(n, first, arrival)     # noqa: E731
         return LinkRequest([rh, rb], buf.nbytes, header, None, keep=buf,
                            min_wire=self.dilation.to_wall(self.alpha + 8.0 * buf.nbytes
-                                                          / self.peak_rate))
+                                                          / self.peak_rate), on_done=done)
 
     @property
     def peak_rate(self) -> float:
@@ -398,6 +426,14 @@ class LinkTransport(Transport):
         if self.trace is not None:
             return float(self.trace.bits_per_s.max())
         return self.beta
+
+    def link_rate(self, start: float, end: float) -> float:
+        """The link's mean bandwidth (bit/s) between monotonic times ``start`` and ``end`` (the constant rate,
+        or the trace's :meth:`BandwidthReplay.mean_rate` over that modelled span)."""
+        if self.trace is None:
+            return self.beta
+        to = self.dilation.to_model
+        return self.trace.mean_rate(to(start - self.t0), to(end - self.t0))
 
     def free(self) -> None:
         """Free the duplicated header communicator (collective)."""

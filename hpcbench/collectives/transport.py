@@ -12,6 +12,7 @@ Requests returned here follow mpi4py's shape: ``test()`` and ``wait()``, and
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 import numpy as np
@@ -31,19 +32,26 @@ class P2PRequest:
         The underlying nonblocking MPI request.
     nbytes : int
         Payload size in bytes.
+    on_done : callable, optional
+        ``on_done(nbytes)`` once, when the request is first seen complete
+        (a transport's traffic meter, :attr:`Transport.meter`).
     """
 
-    __slots__ = ("_request", "nbytes", "_done")
+    __slots__ = ("_request", "nbytes", "_done", "_on_done")
 
-    def __init__(self, request: MPI.Request, nbytes: int) -> None:
+    def __init__(self, request: MPI.Request, nbytes: int, on_done=None) -> None:
         self._request = request
         self.nbytes = nbytes
         self._done = False
+        self._on_done = on_done
 
     def test(self) -> bool:
         """True once the operation has completed (never blocks)."""
         if not self._done:
             self._done = bool(self._request.Test())
+            if self._done and self._on_done is not None:
+                self._on_done(self.nbytes)
+                self._on_done = None
         return self._done
 
     def wait(self, backoff: Backoff | None = None) -> None:
@@ -76,12 +84,21 @@ class Transport:
         Payload bytes this rank has sent through the transport.
     messages_sent : int
         Number of messages this rank has sent.
+    meter : object or None
+        Where the traffic is metered (None: not metered): ``sent(nbytes,
+        start, end)`` and ``received(nbytes, start, end)`` with the times a
+        message's bytes were on the wire, ``time.monotonic()`` seconds
+        (:class:`hpcbench.telemetry.TrafficMeters`). Here, without a link
+        model, a send is metered when it is posted and a receive from its
+        posting to its completion; :class:`~hpcbench.collectives.linkmodel.LinkTransport`
+        meters the modelled wire times.
     """
 
     def __init__(self, comm: MPI.Comm) -> None:
         self.comm = comm
         self.bytes_sent = 0
         self.messages_sent = 0
+        self.meter = None
 
     @property
     def rank(self) -> int:
@@ -95,11 +112,18 @@ class Transport:
         """Nonblocking send of contiguous array ``buf`` to rank ``dest``."""
         self.bytes_sent += buf.nbytes
         self.messages_sent += 1
+        if self.meter is not None:
+            now = time.monotonic()
+            self.meter.sent(buf.nbytes, now, now)
         return P2PRequest(self.comm.Isend(_mpi_buffer(buf), dest=dest, tag=tag), buf.nbytes)
 
     def irecv(self, buf: np.ndarray, source: int, tag: int) -> P2PRequest:
         """Nonblocking receive into contiguous array ``buf`` from rank ``source``."""
-        return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes)
+        done = None
+        if self.meter is not None:
+            meter, posted = self.meter, time.monotonic()
+            done = lambda n: meter.received(n, posted, time.monotonic())    # noqa: E731
+        return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes, done)
 
     def exchange_init(self, sendbuf: np.ndarray, dest: int, recvbuf: np.ndarray, source: int,
                       tag: int) -> tuple[MPI.Prequest, MPI.Prequest]:

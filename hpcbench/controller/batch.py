@@ -43,6 +43,7 @@ from scipy.optimize import minimize
 
 from hpcbench.controller.throughput import ThroughputModel
 from hpcbench.runtime.errors import InputError
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["BatchProblem", "BatchAllocation", "objective", "solve_batch_sizes", "BATCH_SOLVERS",
            "CV_WEIGHT"]
@@ -179,10 +180,10 @@ def _exact(problem: BatchProblem, rng: np.random.Generator | None = None, restar
 
 
 #: solver name -> ``solve(problem, rng, restarts, starts) -> BatchAllocation``
-BATCH_SOLVERS: dict[str, Callable[..., BatchAllocation]] = {
+BATCH_SOLVERS: Registry[Callable[..., BatchAllocation]] = Registry("batch solver", {
     "nelder-mead": _nelder_mead,
     "exact": _exact,
-}
+})
 
 
 def solve_batch_sizes(problem: BatchProblem, solver: str = "exact", seed: int = 0, restarts: int = 32,
@@ -212,8 +213,4 @@ def solve_batch_sizes(problem: BatchProblem, solver: str = "exact", seed: int = 
     InputError
         Unknown solver (the message lists the registered ones), or no start.
     """
-    try:
-        solve = BATCH_SOLVERS[solver]
-    except KeyError:
-        raise InputError(f"unknown batch solver {solver!r}; registered: {', '.join(BATCH_SOLVERS)}") from None
-    return solve(problem, np.random.default_rng(seed), restarts, starts)
+    return BATCH_SOLVERS[solver](problem, np.random.default_rng(seed), restarts, starts)

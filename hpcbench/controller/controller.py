@@ -47,7 +47,8 @@ PHASES = ("warmup", "collect", "running")
 
 @dataclass(frozen=True)
 class Decision:
-    """One controller decision (one row of the ``decisions`` table).
+    """One controller decision (one row of the ``controller`` table; the ``decisions`` table records every
+    policy's decisions as the step loop applied them).
 
     Attributes
     ----------

@@ -24,12 +24,16 @@ from hpcbench.optim.base import SparseOptimizer, TensorState
 from hpcbench.optim.gradient import SparseGradient, coalesce
 from hpcbench.optim.sgd import SparseSGD
 from hpcbench.runtime.errors import InputError
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["OPTIMIZERS", "create", "SparseOptimizer", "SparseSGD", "SparseAdam", "SparseGradient", "coalesce",
            "TensorState"]
 
 #: name -> sparse optimizer class
-OPTIMIZERS: dict[str, type[SparseOptimizer]] = {cls.name: cls for cls in (SparseSGD, SparseAdam)}
+OPTIMIZERS: Registry[type[SparseOptimizer]] = Registry("sparse optimizer", {
+    SparseSGD.name: SparseSGD,
+    SparseAdam.name: SparseAdam,
+})
 
 
 def create(name: str, **options) -> SparseOptimizer:
@@ -41,10 +45,7 @@ def create(name: str, **options) -> SparseOptimizer:
         ``name`` is not registered (the message lists the registered names), or an
         option is unknown or out of range.
     """
-    try:
-        cls = OPTIMIZERS[name]
-    except KeyError:
-        raise InputError(f"unknown sparse optimizer {name!r}; registered: {', '.join(OPTIMIZERS)}") from None
+    cls = OPTIMIZERS[name]
     try:
         return cls(**options)
     except (TypeError, ValueError) as exc:

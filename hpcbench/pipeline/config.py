@@ -109,9 +109,9 @@ class PipelineConfig(Strict):
     @field_validator("chrome_trace")
     @classmethod
     def _trace_path(cls, v):
-        if isinstance(v, str) and not v.strip():
-            raise ValueError("expected true, false or a file path, got an empty string")
-        return v
+        from hpcbench.results.chrome_trace import check_trace_setting
+
+        return check_trace_setting(v)
 
     @field_validator("schedule")
     @classmethod

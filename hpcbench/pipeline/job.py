@@ -294,18 +294,9 @@ class PipelineJob(Job):
 
     def _write_trace(self, results, recorder) -> None:
         """Gather every rank's trace events to rank 0 and write them (collective)."""
-        from hpcbench.results.chrome_trace import gather_events, trace_path_beside, write_chrome_trace
-        from hpcbench.runtime.wait import sleep_barrier
+        from hpcbench.results.chrome_trace import write_run_trace
 
-        sleep_barrier(self.comm)
-        per_rank = gather_events(self.comm, recorder)
-        if self.comm.rank == 0:
-            trace = self.cfg.chrome_trace
-            path = trace_path_beside(results.path) if trace is True else trace
-            path = write_chrome_trace(path, per_rank, {"runner": "pipeline", "results": str(results.path),
-                                                       "time": "modelled seconds (wall / time_dilation)"})
-            results.set_attrs(chrome_trace=str(path))
-            print(f"{self.prog}: Chrome trace {path}")
+        write_run_trace(self.comm, recorder, results, self.cfg.chrome_trace, "pipeline", self.prog)
 
     def _report(self, tables, name, alloc, bounds, order, measured, final, final_opt, rebalances,
                 measured_even, gathered):

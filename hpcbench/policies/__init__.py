@@ -18,6 +18,7 @@ from hpcbench.policies.decision import FIELDS, Decision, Vote
 from hpcbench.policies.elastic import ElasticSchedule
 from hpcbench.policies.gns_batch import GnsBatch
 from hpcbench.policies.sync_switch import SyncSwitch
+from hpcbench.policies.stellatrain import StellaTrain
 from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.registry import Registry
 
@@ -30,4 +31,5 @@ POLICIES: Registry[type[Policy]] = Registry("policy", {
     ElasticSchedule.name: ElasticSchedule,
     GnsBatch.name: GnsBatch,
     SyncSwitch.name: SyncSwitch,
+    StellaTrain.name: StellaTrain,
 })

@@ -87,6 +87,9 @@ class PolicyContext:
         Steps the run's plan will take, where it knows.
     max_workers : int or None
         The most workers the run can have (an elastic run's ranks started; None: the worker count is fixed).
+    message_elements : tuple of int
+        Elements of each gradient message a step sends (the runner's buckets,
+        in order); empty where the runner does not say.
     """
 
     rank: int
@@ -101,6 +104,7 @@ class PolicyContext:
     algorithm: str | None
     total_steps: int | None
     max_workers: int | None = None
+    message_elements: tuple = ()
 
 
 class PolicyConfig(StrategyConfig):
@@ -146,6 +150,17 @@ class Policy:
     #: whether ``after_step`` needs every rank's telemetry on every rank (``Telemetry.ranks``), which costs
     #: an allgather per step instead of a gather to rank 0
     needs_all_ranks: ClassVar[bool] = False
+    #: whether it reads StellaTrain's per-rank telemetry records (``Telemetry.records()``): the runner then
+    #: meters and measures them
+    needs_telemetry: ClassVar[bool] = False
+    #: the table its decisions' ``detail`` records go to (None: no detail); their type: :meth:`detail_type`
+    detail_table: ClassVar[str | None] = None
+
+    @classmethod
+    def detail_type(cls) -> type | None:
+        """The dataclass of its decisions' ``detail`` records (fields with units: the runner builds the
+        :attr:`detail_table`'s columns from it); None without detail."""
+        return None
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()

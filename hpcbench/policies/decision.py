@@ -2,7 +2,8 @@
 
 A decision names new values for what the runner can change between steps
 (KungFu's adaptation: batch size, learning rate, synchroniser, allreduce
-algorithm, worker count) and the step from which they hold. The runner makes
+algorithm, worker count; StellaTrain's: per-worker batch sizes and the
+compression ratio) and the step from which they hold. The runner makes
 it collective (every rank applies the same decision before the same step)
 and applies it; a policy never does either itself.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any, Mapping
 
 __all__ = ["Decision", "Vote", "FIELDS"]
@@ -38,12 +39,20 @@ class Decision:
     workers : int, optional
         Active workers, >= 1 (an elastic worker set; refused by runners that
         have none).
+    compress_ratio : float, optional
+        Fraction of gradient elements the compressed synchroniser keeps, in
+        (0, 1] (StellaTrain's compression rate is ``1 -`` this).
     at_step : int, optional
         The step of the run (from 0) before which the decision takes effect;
         None: the next step. It must come after the step in which the
         decision is made.
     reason : str
         Why, for the record (``decisions`` table).
+    detail : dataclass instance, optional
+        The policy's own record of the decision (a dataclass whose fields
+        carry units, :func:`hpcbench.results.records.columns_of`), written by
+        the runner to the table the policy names (``Policy.detail_table``);
+        not a change.
 
     Raises
     ------
@@ -56,8 +65,10 @@ class Decision:
     sync: str | Mapping | None = None
     algorithm: str | None = None
     workers: int | None = None
+    compress_ratio: float | None = None
     at_step: int | None = None
     reason: str = ""
+    detail: Any = None
 
     def __post_init__(self) -> None:
         b = self.batch_size
@@ -69,6 +80,9 @@ class Decision:
         if lr is not None and not (isinstance(lr, (int, float)) and not isinstance(lr, bool)
                                    and math.isfinite(lr) and lr > 0):
             raise ValueError(f"learning_rate: {lr!r} is not a finite number > 0")
+        cr = self.compress_ratio
+        if cr is not None and not (isinstance(cr, (int, float)) and not isinstance(cr, bool) and 0 < cr <= 1):
+            raise ValueError(f"compress_ratio: {cr!r} is not a number in (0, 1]")
         if self.workers is not None and not _positive_int(self.workers):
             raise ValueError(f"workers: {self.workers!r} is not a positive int")
         if self.at_step is not None and not (_positive_int(self.at_step) or self.at_step == 0):
@@ -102,7 +116,7 @@ class Vote:
 
 
 #: the fields a decision may set (runners register an applier for each they support)
-FIELDS = ("batch_size", "learning_rate", "sync", "algorithm", "workers")
+FIELDS = ("batch_size", "learning_rate", "sync", "algorithm", "workers", "compress_ratio")
 
 
 def _positive_int(x) -> bool:
@@ -113,6 +127,8 @@ def _plain(value):
     """JSON-able form of a decision's value (sections and mappings as sorted dicts)."""
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
+    if is_dataclass(value) and not isinstance(value, type):
+        return _plain(asdict(value))
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, tuple):

@@ -29,7 +29,8 @@ class Telemetry:
         Names of the per-rank numbers (the training runner's
         ``hpcbench.train.tables.STEP_FIELDS``: ``compute_s``, ``comm_span_s``,
         ``exposed_s``, ``monitor_s``, ``step_s`` in modelled seconds,
-        ``loss``, ``local_sq_norm``).
+        ``loss``, ``local_sq_norm``; then, with telemetry, the fields of
+        :class:`hpcbench.telemetry.TelemetryRecord`, see :meth:`records`).
     local : ndarray of shape (len(fields),), float64
         This rank's numbers.
     ranks : ndarray of shape (world_size, len(fields)), float64, or None
@@ -75,6 +76,19 @@ class Telemetry:
             raise ValueError(f"telemetry of step {self.step}: every rank's numbers were not gathered here "
                              f"(a policy that reads them declares needs_all_ranks)")
         return self.ranks[:, self._index(name)]
+
+    def records(self) -> list:
+        """StellaTrain's per-rank records of this step (:class:`hpcbench.telemetry.TelemetryRecord`), where the
+        runner measured them (its ``fields`` then end with the record's): every rank's, in rank order, where
+        ``ranks`` is given, else this rank's alone; empty without telemetry."""
+        from hpcbench.telemetry import TelemetryRecord
+
+        names = TelemetryRecord.names()
+        if names[0] not in self.fields:
+            return []
+        k = self.fields.index(names[0])
+        rows = self.ranks if self.ranks is not None else self.local[None, :]
+        return [TelemetryRecord.from_vector(r[k:k + len(names)]) for r in rows]
 
     @property
     def global_batch(self) -> int:

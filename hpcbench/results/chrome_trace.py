@@ -30,8 +30,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["TRACKS", "TraceRecorder", "gather_events", "chrome_trace", "write_chrome_trace",
-           "trace_path_beside", "validate"]
+__all__ = ["TRACKS", "TraceRecorder", "gather_events", "chrome_trace", "write_chrome_trace", "write_run_trace",
+           "check_trace_setting", "trace_path_beside", "validate"]
 
 #: the tracks every rank has, in display order
 TRACKS = ("compute", "communication", "compression", "optimizer")
@@ -150,6 +150,40 @@ def write_chrome_trace(path, per_rank: Sequence[tuple[int, Sequence[tuple]]],
     tmp.write_text(json.dumps(chrome_trace(per_rank, other), separators=(",", ":")), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def check_trace_setting(v):
+    """A runner's ``chrome_trace`` key (true, false or a file path) as it is; ValueError for an empty path (a
+    config validator's body)."""
+    if isinstance(v, str) and not v.strip():
+        raise ValueError("expected true, false or a file path, got an empty string")
+    return v
+
+
+def write_run_trace(comm, recorder: TraceRecorder, results, setting, runner: str, prog: str) -> None:
+    """Gather every rank's events to rank 0 and write them where ``setting`` says (collective over ``comm``).
+
+    Parameters
+    ----------
+    recorder : TraceRecorder
+        This rank's events.
+    results : hpcbench.results.writer.ResultsFile or None
+        Rank 0's result file (the trace's path is recorded in its root attribute ``chrome_trace``).
+    setting : True or str
+        ``chrome_trace: true`` (``RUN.trace.json`` beside the file) or a path.
+    runner, prog : str
+        The runner's kind (in the trace's ``otherData``) and the name its message starts with.
+    """
+    from hpcbench.runtime.wait import sleep_barrier
+
+    sleep_barrier(comm)
+    per_rank = gather_events(comm, recorder)
+    if comm.rank == 0:
+        path = trace_path_beside(results.path) if setting is True else setting
+        path = write_chrome_trace(path, per_rank, {"runner": runner, "results": str(results.path),
+                                                   "time": "modelled seconds (wall / time_dilation)"})
+        results.set_attrs(chrome_trace=str(path))
+        print(f"{prog}: Chrome trace {path}")
 
 
 def trace_path_beside(results_path) -> Path:

@@ -223,6 +223,28 @@ class Synchroniser(ABC):
         """
         raise ValueError(f"{self.name}: cannot switch its allreduce algorithm")
 
+    @classmethod
+    def adjusts_ratio(cls, config: SyncConfig) -> bool:
+        """Whether an entry of section ``config`` can change the fraction of gradient elements it sends between
+        steps (:meth:`use_ratio`)."""
+        return False
+
+    def use_ratio(self, ratio: float) -> None:
+        """Send the fraction ``ratio`` of the gradient's elements from the next start on (:meth:`adjusts_ratio`
+        only; every rank changes before the same step).
+
+        Raises
+        ------
+        ValueError
+            It cannot change it, or ``ratio`` is not in (0, 1].
+        """
+        raise ValueError(f"{self.name}: cannot change the fraction of the gradient it sends")
+
+    @property
+    def kept_fraction(self) -> float:
+        """Fraction of the gradient's elements sent (1: uncompressed; the telemetry's ``compress_ratio``)."""
+        return 1.0
+
     def close(self) -> None:
         """Release what :meth:`__init__` started (collective)."""
 

@@ -51,6 +51,28 @@ class CompressedSync(Synchroniser):
         self.compressor = self.config.compressor.build(seed=self.seed * 1009 + comm.rank)
         self.memory = ErrorFeedback()
 
+    @classmethod
+    def adjusts_ratio(cls, config) -> bool:
+        """A compressor that takes a ratio (top-k, threshold-v, random-k...) can change it between steps."""
+        if config.compressor.name == "none":
+            return False
+        from hpcbench.compress.registry import REGISTRY
+
+        return bool(REGISTRY[config.compressor.name].takes_ratio)
+
+    def use_ratio(self, ratio: float) -> None:
+        """The compressor keeps ``ratio`` of each bucket's elements from the next start on; its other state (a
+        threshold's adaptation) and the error feedback are kept."""
+        from hpcbench.compress.base import check_ratio
+
+        if not self.adjusts_ratio(self.config):
+            super().use_ratio(ratio)
+        self.compressor.compress_ratio = check_ratio(ratio)
+
+    @property
+    def kept_fraction(self) -> float:
+        return float(getattr(self.compressor, "compress_ratio", 1.0))
+
     def start(self, flat, index):
         flat = self._as_tensor(flat)      # an emulated run's numpy bucket: a tensor sharing its memory
         return flat, self._allreduce(flat, f"bucket{index}", self.compressor, self.memory,

@@ -149,6 +149,9 @@ class TrainConfig(Strict):
                                                           "train result file instead of profiling (one timeline "
                                                           "for a whole sweep)")
     time_dilation: float = Field(1.0, ge=1.0)
+    speed: Union[list[float], str] = Field("1:1", description="emulated: per-rank compute slowdown factors (a list "
+                                                               "cycled over the ranks, 'k:1' for every other rank k "
+                                                               "times slower: StellaTrain's 2:1 workers, or 'trace')")
     link: LinkConfig = LinkConfig()
     device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu", description="where real compute runs: cpu, cuda (one GPU per rank: the node-local rank modulo the "
@@ -157,7 +160,28 @@ class TrainConfig(Strict):
         None, description="hand the synchronisers host copies of the gradient buckets (pinned memory on a GPU, "
                           "copied as backward completes each); default: on a GPU, not on the CPU (true on the CPU "
                           "measures the staging's own cost)")
+    telemetry: bool = Field(False, description="per-step, per-rank telemetry (StellaTrain's: forward/backward, "
+                                               "gaps, send/receive throughput, batch, compression) in the telemetry "
+                                               "table; on whenever a policy reads it")
+    chrome_trace: Union[bool, str] = Field(False, description=(
+        "write a Chrome trace JSON (Perfetto, chrome://tracing) of every rank's forward, backward, bucket "
+        "reductions and optimizer steps: true for RUN.trace.json beside the HDF5 file, or a path (implies "
+        "telemetry)"))
     progress: bool = Field(True, description="tqdm bar on rank 0")
+
+    @field_validator("speed")
+    @classmethod
+    def _speed_form(cls, v):
+        from hpcbench.traces.speed import check_speed_spec
+
+        return check_speed_spec(v)
+
+    @field_validator("chrome_trace")
+    @classmethod
+    def _trace_path(cls, v):
+        from hpcbench.results.chrome_trace import check_trace_setting
+
+        return check_trace_setting(v)
 
     @field_validator("model")
     @classmethod
@@ -224,6 +248,9 @@ class TrainConfig(Strict):
             if self.profile_file is not None:
                 raise ValueError(f"profile_file: {self.profile_file!r} needs compute: emulated (real compute is "
                                  f"the model's own)")
+            if self.speed not in ("1:1", [1.0]):
+                raise ValueError(f"speed: {self.speed!r} needs compute: emulated (real compute runs at this "
+                                 f"machine's speed)")
         else:
             bad = [s for s, sec, _ in self.sync_entries() if not get(sec.name).emulates]
             if bad:
@@ -285,6 +312,12 @@ class TrainConfig(Strict):
             if missing:
                 raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
                                  f"runner cannot apply (it applies {', '.join(APPLIERS)})")
+            if "compress_ratio" in cls.decides:
+                bad = [lab for lab, sec, _ in self.sync_entries() if not SYNCHRONISERS[sec.name].adjusts_ratio(sec)]
+                if bad:
+                    raise ValueError(f"policies.{i}: {p.name!r} sets the compression ratio; sync {bad[0]!r} cannot "
+                                     f"change it (use {{name: compressed, compressor: {{name: topk}}}} or another "
+                                     f"compressor that takes a ratio)")
             if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
                 raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
                                  f"epoch_size (samples per epoch)")

@@ -111,6 +111,8 @@ class TrainSetup:
         an elastic resize builds one for the new worker set).
     device : hpcbench.runtime.device.Device
         This rank's device (models, buckets and batches live there).
+    speed : float
+        This rank's compute slowdown factor (emulated compute; 1: as profiled).
     """
 
     comm: Any
@@ -125,6 +127,7 @@ class TrainSetup:
     link: LinkCost
     transport_on: Any = None
     device: Any = None
+    speed: float = 1.0
 
     #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
     #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order

@@ -13,6 +13,8 @@ decide it; a new kind of decision is one applier and one registry line.
 - ``algorithm``: the active synchroniser's allreduce algorithm, for those
   that can switch it (``switches_algorithm``), after the buckets in flight
   complete;
+- ``compress_ratio``: the compressed synchroniser's kept fraction
+  (where ``adjusts_ratio``), from the next buckets on (error feedback kept);
 - ``sync``: a new synchroniser from a ``sync`` section, after the last
   step's communication completes; the replica keeps its model (rank 0's
   parameters are broadcast to every rank, as KungFu's ``AdaptiveSGDOptimizer``
@@ -61,7 +63,9 @@ class AppliedDecision:
                     batch_size="" if b is None else ",".join(map(str, b if isinstance(b, tuple) else (b,))),
                     learning_rate=float("nan") if d.learning_rate is None else float(d.learning_rate),
                     synchroniser=_text(d.sync), algorithm=d.algorithm or "",
-                    workers=-1 if d.workers is None else int(d.workers), reason=d.reason[:500])
+                    workers=-1 if d.workers is None else int(d.workers),
+                    compress_ratio=float("nan") if d.compress_ratio is None else float(d.compress_ratio),
+                    reason=d.reason[:500])
 
 
 def _text(section) -> str:
@@ -96,6 +100,15 @@ def _algorithm(ctx, value) -> None:
         raise ValueError(f"algorithm: synchroniser {sync.name!r} cannot switch its allreduce algorithm")
     ctx.worker.flush()
     sync.use_algorithm(value)
+
+
+def _compress_ratio(ctx, value) -> None:
+    sync = ctx.sync
+    if not sync.adjusts_ratio(sync.config):
+        raise ValueError(f"compress_ratio: synchroniser {sync.name!r} has no compressor whose kept fraction can "
+                         f"change (the compressed synchroniser with a compressor that takes a ratio)")
+    ctx.worker.flush()
+    sync.use_ratio(float(value))
 
 
 def _sync(ctx, value) -> None:
@@ -154,6 +167,7 @@ APPLIERS: Registry = Registry("decision field", {
     "algorithm": _algorithm,
     "sync": _sync,
     "workers": _workers,
+    "compress_ratio": _compress_ratio,
 })
 
 

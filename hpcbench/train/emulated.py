@@ -147,6 +147,8 @@ class EmulatedWorker:
         t0 = self.clock()
         if self.buckets is None:
             self._handle, self._done = self.sync.start(self.model_buffer, t), math.nan
+            self._sleep_until(t0 + p.forward_s, True)
+            tb = self.clock()
             self._sleep_until(t0 + p.forward_s + p.backward_s, True)
             t1 = self.clock()
             self._poll()
@@ -170,6 +172,7 @@ class EmulatedWorker:
         self._sleep_until(t2 + p.optimizer_s, False)
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
+        rec.start_s, rec.forward_s, rec.backward_s, rec.optimizer_s = t0, tb - t0, t1 - tb, t4 - t2
         return rec
 
     def _priority_step(self) -> StepRecord:
@@ -201,6 +204,9 @@ class EmulatedWorker:
         self._sleep_until(tb + p.backward_s, True)
         b.close_step()
         self._pending = True
-        rec.step_s = self.clock() - t0
+        t1 = self.clock()
+        rec.step_s = t1 - t0
         rec.exposed_s, rec.compute_s = waited, rec.step_s - waited
+        rec.start_s, rec.forward_s, rec.backward_s, rec.optimizer_s = t0, tb - t0 - waited, t1 - tb, 0.0
+        rec.intra_fwd_gap_s = waited
         return rec

@@ -136,10 +136,13 @@ class TrainJob(Job):
                                monitor_interval=cfg.monitor_interval, interleave_monitors=cfg.interleave_monitors,
                                overlap=cfg.overlap, bucket_bytes=self.bucket_bytes, progress=cfg.progress,
                                host_staging=self.host_staging)
+        from hpcbench.traces.speed import speed_factors
+
+        speed = float(speed_factors(cfg.speed, self.comm.size, cfg.seed, "speed")[self.comm.rank])
         return TrainSetup(comm=self.comm, sync_comm=self.sync_comm, transport=self.transport, settings=settings,
                           profile=self.profile, plan=self.plan, bucket_need_s=self.bucket_need_s, data=data,
                           dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"),
-                          transport_on=self._transport_on, device=self.device)
+                          transport_on=self._transport_on, device=self.device, speed=speed)
 
     @property
     def host_staging(self) -> bool:
@@ -182,7 +185,10 @@ class TrainJob(Job):
 
         trace = None
         self.alpha, self.beta = link.latency_s, link_beta(parse_rate(link.bandwidth))
-        if link.trace_index is not None:
+        if link.wan_mean is not None:
+            trace = BandwidthReplay.mobiperf_wan(parse_rate(link.wan_mean), link.trace_interval_s)
+            self.beta = math.nan
+        elif link.trace_index is not None:
             try:
                 trace = BandwidthReplay.from_mobiperf(index=link.trace_index, interval_s=link.trace_interval_s,
                                                       scale=link.trace_scale)
@@ -203,7 +209,8 @@ class TrainJob(Job):
         if link.kind != "model":
             return "shared memory (MPI point-to-point, not modelled)"
         rate = (f"MobiPerf trace row {link.trace_index} x {link.trace_scale:g}" if link.trace_index is not None
-                else link.bandwidth)
+                else f"MobiPerf WAN levels scaled to a mean of {link.wan_mean}, {link.trace_interval_s:g} s each"
+                if link.wan_mean is not None else link.bandwidth)
         return f"modelled: latency {link.latency_s * 1e6:g} us, bandwidth {rate}"
 
     def provenance(self) -> dict:
@@ -261,9 +268,14 @@ class TrainJob(Job):
             progress = Progress(None, cfg.progress)
             report = Report(setup, tables, monitor_columns, progress,
                             tag_entries=cfg.interleave_sync and len(cfg.sync) > 1)
+            from hpcbench.policies import POLICIES
+
+            report.detail_tables = {n: POLICIES[p.name].detail_table for n, p in zip(cfg.policy_names(), cfg.policies)
+                                    if POLICIES[p.name].detail_table}
             print(self._header())
             sys.stdout.flush()
         fault = FaultHook()     # numbers the steps over the whole job
+        telemetry, recorder = self._telemetry(results, tables if comm.rank == 0 else None)
         runs = []
         try:
             for label, section, schedule in cfg.sync_entries():
@@ -272,7 +284,7 @@ class TrainJob(Job):
                     if report is not None:
                         report.skipped(label, error, schedule)
                     continue
-                runs.append(self._loop(label, sync, schedule, [fault, report, progress]))
+                runs.append(self._loop(label, sync, schedule, [fault, report, progress], telemetry))
             if progress is not None:
                 progress.bar.reset(total=sum(r.plan.total_steps for r in runs))
             self._drive([r.run() for r in runs], cfg.interleave_sync)
@@ -280,13 +292,52 @@ class TrainJob(Job):
             for r in runs:
                 if r.ctx.sync is not None:      # None: an elastic run closed it on this rank
                     r.ctx.sync.close()          # the active one: a policy may have switched it
+        if recorder is not None:
+            self._write_trace(results, recorder)
         if report is not None:
             progress.close()
             report.comparison()
             sys.stdout.flush()
         return 0
 
-    def _loop(self, label: str, sync, schedule: str, job_hooks):
+    def _telemetry(self, results, tables):
+        """The job's telemetry hook (None without telemetry) and this rank's trace recorder (None without a
+        trace); rank 0's ``telemetry`` table and the policies' detail tables join ``tables``."""
+        from hpcbench.policies import POLICIES
+
+        cfg = self.cfg
+        classes = [POLICIES[p.name] for p in cfg.policies]
+        if not (cfg.telemetry or cfg.chrome_trace or any(c.needs_telemetry for c in classes)):
+            return None, None
+        from hpcbench.results import Column
+        from hpcbench.results.records import columns_of
+        from hpcbench.train.telemetryhook import TelemetryHook, telemetry_columns
+
+        table = None
+        if tables is not None:
+            table = tables["telemetry"] = results.table("telemetry", telemetry_columns(),
+                                                        "one row per step and rank (StellaTrain's telemetry)")
+            for c in classes:
+                if c.detail_table and c.detail_table not in tables:
+                    tables[c.detail_table] = results.table(
+                        c.detail_table, [Column("sync", "str", "", "the entry whose run it decided for"),
+                                         *columns_of(c.detail_type())], f"one row per decision of policy {c.name}")
+        recorder = None
+        if cfg.chrome_trace:
+            from hpcbench.results.chrome_trace import TraceRecorder
+            from hpcbench.runtime.wait import sleep_barrier
+
+            sleep_barrier(self.comm)
+            recorder = TraceRecorder(self.comm.rank, self.dilation.now())
+        return TelemetryHook(table, recorder), recorder
+
+    def _write_trace(self, results, recorder) -> None:
+        """Gather every rank's trace events to rank 0 and write them (collective)."""
+        from hpcbench.results.chrome_trace import write_run_trace
+
+        write_run_trace(self.comm, recorder, results, self.cfg.chrome_trace, "train", self.prog)
+
+    def _loop(self, label: str, sync, schedule: str, job_hooks, telemetry=None):
         """One entry's loop: its context, its hooks (fault point, monitors, then rank 0's report and bar)."""
         from hpcbench.train.context import BatchState, TrainContext
         from hpcbench.train.hooks import MonitorHook
@@ -306,9 +357,10 @@ class TrainJob(Job):
 
             ctx.elastic = ElasticRun(comm, cfg.elastic.initial(comm.size), cfg.elastic.batch,
                                      self.tables["resizes"] if comm.rank == 0 else None, cfg.elastic.mode)
-        hooks = [fault, monitors, *([policies] if policies else []), *([ctx.elastic] if ctx.elastic else []),
-                 *(h for h in rank0 if h is not None)]
-        return TrainLoop(ctx, hooks, plan, policies)
+        # the telemetry hook after the policies': its after_step (rank 0's table) runs before theirs
+        hooks = [fault, monitors, *([policies] if policies else []), *([telemetry] if telemetry else []),
+                 *([ctx.elastic] if ctx.elastic else []), *(h for h in rank0 if h is not None)]
+        return TrainLoop(ctx, hooks, plan, policies, telemetry)
 
     def _policies(self, label: str):
         """A fresh :class:`~hpcbench.train.policyhook.PolicyHook` of the configured policies for entry ``label``'s

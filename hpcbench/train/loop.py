@@ -9,8 +9,10 @@ Per step ``t`` of a run, on every rank:
 3. the replica trains the step on this worker's slice of the data
    (:meth:`hpcbench.train.data.DigitsTask.take`, sized by the context's
    :class:`~hpcbench.train.context.BatchState`);
-4. the step's numbers go to rank 0 (every rank, when a policy asks for them
-   everywhere) and become its :class:`~hpcbench.policies.telemetry.Telemetry`;
+4. the step's numbers (with telemetry, this rank's
+   :class:`~hpcbench.telemetry.TelemetryRecord` too) go to rank 0 (every
+   rank, when a policy asks for them everywhere) and become its
+   :class:`~hpcbench.policies.telemetry.Telemetry`;
 5. ``after_step`` hooks in reverse order, then ``after_epoch`` hooks (reverse
    order) when the step completed an epoch;
 6. the policies' proposals are agreed (:class:`hpcbench.train.policyhook.PolicyHook`),
@@ -23,6 +25,8 @@ can run several synchronisers' iterations in turn (``interleave_sync``).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.heap import trim_heap
@@ -49,7 +53,8 @@ def build_worker(ctx, model=None):
                       ctx.order, device=device, host_staging=s.host_staging)
     from hpcbench.train.emulated import EmulatedWorker
 
-    return EmulatedWorker(ctx.sync, setup.profile, ctx.state, s.batch_size, s.bucket_bytes, s.overlap,
+    profile = setup.profile if setup.speed == 1.0 else setup.profile.slowed(setup.speed)
+    return EmulatedWorker(ctx.sync, profile, ctx.state, s.batch_size, s.bucket_bytes, s.overlap,
                           setup.dilation, ctx.order)
 
 
@@ -68,11 +73,20 @@ class TrainLoop:
         loop asks it to agree on the step's decisions; before each step it
         applies those due (:func:`hpcbench.train.decisions.apply_decision`)
         and tells every hook (``on_decision``).
+    telemetry : hpcbench.train.telemetryhook.TelemetryHook, optional
+        (Also in ``hooks``.) After each step its ``measure`` gives this rank's
+        telemetry record, gathered with the step's numbers.
     """
 
-    def __init__(self, ctx, hooks, plan, policies=None) -> None:
+    def __init__(self, ctx, hooks, plan, policies=None, telemetry=None) -> None:
         self.ctx, self.hooks, self.plan, self.policies = ctx, list(hooks), plan, policies
+        self.telemetry = telemetry
         self.reversed = self.hooks[::-1]
+        self.fields = STEP_FIELDS
+        if telemetry is not None:
+            from hpcbench.telemetry import TelemetryRecord
+
+            self.fields = STEP_FIELDS + TelemetryRecord.names()
         #: every rank gets every rank's numbers (a policy reads them), else rank 0 only
         self.gather_all = bool(policies is not None and policies.needs_all_ranks)
 
@@ -108,8 +122,10 @@ class TrainLoop:
                 rec = ctx.worker.step(info.step, batch, ctx.monitors_due)
                 local = rec.vector()
                 comm = ctx.comm
+                if self.telemetry is not None:
+                    local = np.concatenate([local, self.telemetry.measure(ctx, rec)])
                 ranks = sleep_allgather(comm, local) if self.gather_all else sleep_gather(comm, local)
-                tel = Telemetry(info.step, epoch, STEP_FIELDS, local, ranks, rec.monitor_values, sizes)
+                tel = Telemetry(info.step, epoch, self.fields, local, ranks, rec.monitor_values, sizes)
                 ctx.samples += int(sum(sizes))
                 for h in self.reversed:
                     h.after_step(ctx, tel)

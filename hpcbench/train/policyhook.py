@@ -57,7 +57,8 @@ def policy_context(ctx, step: int) -> PolicyContext:
                          learning_rate=ctx.state.lr, sync=sync.name,
                          algorithm=getattr(sync, "algorithm", None) if sync.switches_algorithm else None,
                          total_steps=getattr(ctx.plan, "total_steps", None),
-                         max_workers=_pool(ctx))
+                         max_workers=_pool(ctx),
+                         message_elements=tuple(int(n) for n in getattr(getattr(ctx.setup, "plan", None), "numel", ())))
 
 
 def _pool(ctx) -> int | None:

@@ -75,6 +75,12 @@ class ComputeProfile:
                               self.param_ready_s * k, self.numels, "given", self.param_need_s * k, self.device)
 
 
+    def slowed(self, factor: float) -> "ComputeProfile":
+        """This profile on a device ``factor`` times slower: every time (forward, backward, optimizer, the
+        gradients' ready and need times) times ``factor`` (a per-rank speed factor, :mod:`hpcbench.traces.speed`)."""
+        return ComputeProfile(self.forward_s * factor, self.backward_s * factor, self.optimizer_s * factor,
+                              self.param_ready_s * factor, self.numels, self.source, self.param_need_s * factor)
+
     def at_batch(self, factor: float) -> "ComputeProfile":
         """This step at ``factor`` times the profiled batch: forward and backward (and the gradients' ready and
         need times) stretched by ``factor``, the optimizer step unchanged (it touches every parameter once

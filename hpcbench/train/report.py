@@ -68,6 +68,8 @@ class Report(Hook):
         self._iters: dict = defaultdict(list)       # (sync, variant) -> img/s per iteration
         self._acc: dict = {}
         self.summaries: list[dict] = []
+        #: policy name -> the table of its decisions' details (its class's ``detail_table``)
+        self.detail_tables: dict[str, str] = {}
 
     # -- hooks -----------------------------------------------------------------------------------
     def before_train(self, ctx) -> None:
@@ -103,6 +105,11 @@ class Report(Hook):
         """One ``decisions`` row, and a line, per decision applied."""
         self.tables["decisions"].append(applied.row(ctx.label))
         d = applied.decision
+        if d.detail is not None:
+            from hpcbench.results.records import rows_of
+
+            table = self.tables[self.detail_tables[applied.policy]]
+            table.append({"sync": [ctx.label], **rows_of([d.detail])})
         what = ", ".join(f"{k} {v}" for k, v in d.changes().items())
         self.progress.write(f"Policy {applied.policy}: {what} from step {applied.step}"
                             + (f" ({d.reason})" if d.reason else ""))

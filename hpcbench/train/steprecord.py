@@ -18,6 +18,11 @@ Per step, on this rank:
     time in the monitors' ``observe``.
 ``step_s``
     the whole step.
+``start_s``, ``forward_s``, ``backward_s``, ``optimizer_s``, ``intra_fwd_gap_s``
+    when the step started (the run's clock), its forward and backward
+    compute, the optimizer's, and the time the forward spent waiting for
+    parameters (``schedule: priority``); kept on the rank for its telemetry
+    (:mod:`hpcbench.train.telemetryhook`), not gathered.
 
 Wrapped synchronisers (``ddp``, ``horovod``) reduce inside backward or the
 optimizer step, out of the runner's sight: only ``step_s`` is measured and
@@ -46,6 +51,11 @@ class StepRecord:
     loss: float = math.nan
     local_sq_norm: float = math.nan
     monitor_values: dict = field(default_factory=dict)
+    start_s: float = math.nan
+    forward_s: float = math.nan
+    backward_s: float = math.nan
+    optimizer_s: float = math.nan
+    intra_fwd_gap_s: float = 0.0
 
     def vector(self) -> np.ndarray:
         """The numbers the ranks gather, in a fixed order."""

@@ -168,10 +168,17 @@ class Worker:
         return self._real_wrapped(batch)
 
     def _forward_backward(self, batch) -> float:
+        """Forward and backward of ``batch``; the loss. The forward's end is ``self._forward_end`` (clock)."""
         x, y = batch
         loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        self._forward_end = self.clock()
         loss.backward()
         return float(loss.detach())
+
+    def _times(self, rec: StepRecord, t0: float, t_bwd_end: float, opt_s: float) -> None:
+        """The step's start, forward, backward and optimizer times into ``rec``."""
+        rec.start_s, rec.forward_s, rec.backward_s = t0, self._forward_end - t0, t_bwd_end - self._forward_end
+        rec.optimizer_s = opt_s
 
     def _optimize(self) -> None:
         self.optimizer.step()
@@ -209,6 +216,7 @@ class Worker:
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.monitor_s, rec.step_s = (t1 - t0) + (t4 - t3), t2 - t1, t3 - t2, t4 - t0
         rec.comm_span_s = self.buckets.times.span()
+        self._times(rec, t0, t1, t4 - t3)
         return rec
 
     def _real_models(self, t: int, batch) -> StepRecord:
@@ -226,6 +234,7 @@ class Worker:
         self._optimize()
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
+        self._times(rec, t0, t1, t4 - t2)
         return rec
 
     def _real_wrapped(self, batch) -> StepRecord:
@@ -233,8 +242,10 @@ class Worker:
         self._norm = 0.0
         t0 = self.clock()
         rec.loss = self._forward_backward(batch)
+        t1 = self.clock()
         self._optimize()
         rec.step_s = self.clock() - t0
+        self._times(rec, t0, t1, rec.step_s - (t1 - t0))
         rec.local_sq_norm = self._norm if self.sync.sees_local_buckets else math.nan
         return rec
 
@@ -250,6 +261,7 @@ class Worker:
         x, y = batch
         loss = torch.nn.functional.cross_entropy(self.model(x), y)
         self.flush()        # parameters the forward did not use
+        self._forward_end = self.clock()
         rec.comm_span_s = self.buckets.times.span() if had else 0.0     # the last step's reductions
         self.buckets.begin(keep_local=keep)
         loss.backward()
@@ -267,6 +279,8 @@ class Worker:
         rec.step_s = self.clock() - t0
         rec.exposed_s = self._waited
         rec.compute_s = rec.step_s - rec.exposed_s - rec.monitor_s
+        self._times(rec, t0, t1, 0.0)       # the updates run inside the forward
+        rec.intra_fwd_gap_s = self._waited
         if monitors:
             rec.comm_span_s = self.buckets.times.span()
         return rec

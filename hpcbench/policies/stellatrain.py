@@ -1,0 +1,114 @@
+"""``stellatrain``: StellaTrain's controller as a policy: per-worker batch sizes and the compression ratio.
+
+StellaTrain (Lim et al., SIGCOMM'24; ``backend/src/engine/batch_rate_alloc.py``,
+``batch_rate_alloc_optim.py``) runs a central controller fed by every
+worker's per-step telemetry; it estimates the bandwidth, fits each worker's
+throughput, chooses integer batch sizes that balance the workers' step times
+and the least compression rate whose bytes fit the estimate, and its
+decisions take effect a fixed number of steps later on every worker. Here
+the controller is :class:`hpcbench.controller.Controller` and this policy
+connects it (StellaTrain's public engine never starts its telemetry client,
+so its controller is not connected there):
+
+- on rank 0 (``agreement: root``; the other ranks return nothing and get
+  rank 0's decision from the runner), ``after_step`` gives the controller
+  every rank's :class:`~hpcbench.telemetry.TelemetryRecord` of the step
+  (``Telemetry.records()``, gathered by the runner with the step's numbers);
+- a controller decision becomes a :class:`~hpcbench.policies.decision.Decision`
+  of ``batch_size`` (one per worker, rank order) and ``compress_ratio`` (the
+  fraction kept, ``1 - compression_rate``) at ``at_step =
+  effective_step`` (the most advanced worker's step + 3), applied before that
+  step on every rank, with the controller's record as its ``detail`` (the
+  ``controller`` table);
+- ``before_train`` sets the starting ratio (``initial_ratio``) from step 0.
+
+The gradient messages the rate search counts are the runner's buckets
+(``PolicyContext.message_elements``): one message per bucket where
+StellaTrain sends one per parameter tensor (hpcbench's compressed
+synchroniser compresses and sends whole buckets).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import numpy as np
+from pydantic import Field, PositiveInt, field_validator
+
+from hpcbench.policies.base import Policy, PolicyConfig, PolicyContext
+from hpcbench.policies.decision import Decision
+
+__all__ = ["StellaTrain"]
+
+
+class StellaTrain(Policy):
+    """StellaTrain's controller: per-worker batch sizes and the compression ratio from telemetry."""
+
+    class Config(PolicyConfig):
+        """Bounds and options of the controller."""
+
+        max_batch: Union[PositiveInt, list[PositiveInt]] = Field(
+            64, description="largest batch of each worker: one for all, or a list cycled over the ranks "
+                            "(StellaTrain: per GPU model)")
+        min_batch: PositiveInt = Field(1, description="smallest batch of any worker")
+        initial_ratio: float = Field(0.01, gt=0.0, le=1.0, description="fraction of gradient elements kept from "
+                                                                      "step 0 until the first rate decision")
+        solver: str = Field("exact", description="batch solver: exact or nelder-mead (hpcbench.controller "
+                                                 "BATCH_SOLVERS; both without StellaTrain's learned penalty)")
+        reading: Literal["peak", "mean"] = Field("peak", description="receive throughput read from the meter: "
+                                                                      "busiest 100 ms bin (StellaTrain) or 1 s mean")
+        effective_after: PositiveInt = Field(3, description="a decision applies from the most advanced worker's "
+                                                            "step plus this (StellaTrain: 3)")
+        reoptimise_every: PositiveInt = Field(100, description="running decisions between batch optimisations "
+                                                               "(StellaTrain: 100)")
+
+        @field_validator("solver")
+        @classmethod
+        def _solver(cls, v):
+            from hpcbench.controller.batch import BATCH_SOLVERS
+
+            return BATCH_SOLVERS.check(v)
+
+    name = "stellatrain"
+    decides = frozenset({"batch_size", "compress_ratio"})
+    agreement = "root"
+    needs_telemetry = True
+    detail_table = "controller"
+
+    def __init__(self, config=None) -> None:
+        super().__init__(config)
+        self.controller = None
+
+    @classmethod
+    def detail_type(cls):
+        from hpcbench.controller import Decision as ControllerDecision
+
+        return ControllerDecision
+
+    def before_train(self, ctx: PolicyContext):
+        if ctx.rank != 0:
+            return None
+        from dataclasses import replace
+
+        from hpcbench.controller import STELLATRAIN_TIMING, BandwidthEstimator, Controller, WireModel
+
+        c = self.config
+        p = ctx.world_size
+        upper = np.resize(np.asarray(c.max_batch if isinstance(c.max_batch, list) else [c.max_batch]), p)
+        lower = np.minimum(c.min_batch, upper)
+        start = np.clip(np.asarray(ctx.batch_sizes), lower, upper)
+        timing = replace(STELLATRAIN_TIMING, effective_after=c.effective_after, reoptimise_every=c.reoptimise_every)
+        wire = WireModel(tuple(ctx.message_elements) or (1,))
+        self.controller = Controller(wire, upper.tolist(), start.tolist(), 1.0 - c.initial_ratio, lower=lower.tolist(),
+                                     solver=c.solver, timing=timing, estimator=BandwidthEstimator(reading=c.reading))
+        return Decision(compress_ratio=c.initial_ratio, reason="initial compression ratio")
+
+    def after_step(self, ctx: PolicyContext, telemetry):
+        if self.controller is None:
+            return None
+        d = self.controller.observe(telemetry.records())
+        if d is None:
+            return None
+        est = "" if d.estimate_bps != d.estimate_bps else f", estimate {d.estimate_bps / 1e6:.1f} Mbit/s"
+        return Decision(batch_size=d.batches, compress_ratio=max(float(d.compress_ratio), 1e-6),
+                        at_step=d.effective_step, reason=f"{d.phase}{est}", detail=d)
