@@ -290,6 +290,9 @@ class TrainConfig(Strict):
         if self.monitors:
             raise ValueError(f"elastic: monitors {self.monitors} keep per-run state a joining worker does not "
                              f"receive (give monitors: [])")
+        if self.telemetry or self.chrome_trace or any(POLICIES[p.name].needs_telemetry for p in self.policies):
+            raise ValueError("elastic: telemetry (telemetry, chrome_trace or a policy reading it, such as "
+                             "stellatrain) meters a fixed worker set; not combined with an elastic one yet")
         deciding = [f"policies.{i}" for i, p in enumerate(self.policies) if "workers" in POLICIES[p.name].decides]
         if self.elastic.schedule and deciding:
             raise ValueError(f"elastic.schedule: {deciding[0]} decides the worker count too (give one of them)")
