@@ -10,7 +10,8 @@ calls of the slowest rank's time in microseconds, and the load average at
 start and end.
 
 ``old`` is :meth:`SleepCost.spin_budget` as it was (the sleep-cost estimate
-bounded to 50 us-2 ms); ``new`` is the module's current method.
+bounded to 50 us-2 ms, whatever the operation's size); ``new`` is the
+module's current method.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=20, help="timed calls per block")
     a = p.parse_args()
     comm = MPI.COMM_WORLD
-    policies = {"old": lambda self: min(max(self.value_s, 5e-5), 2e-3),
+    policies = {"old": lambda self, nbytes=0: min(max(self.value_s, 5e-5), 2e-3),
                 "new": waiting.SleepCost.spin_budget}
     if comm.rank == 0:
         print(f"# ranks {comm.size}, load average at start {os.getloadavg()[0]:.2f}", flush=True)

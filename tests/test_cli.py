@@ -66,7 +66,12 @@ def test_fl_bench_runs_and_checks_the_flower_task_after_the_first_job():
     assert "60 registered clients, 6 participants/round" in proc.stdout and "Flower" not in proc.stdout
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("   1 ")]
     assert [r[1] for r in rows] == ["numpy", "sequential"]  # the first engine first, the other beside it
-    assert float(rows[0][-1]) < float(rows[1][-1])  # tree RSS: the numpy engine's ranks do not hold torch
+    assert float(rows[0][-2]) < float(rows[1][-2])  # tree RSS: the numpy engine's ranks do not hold torch
+    proc = _hpcbench("fl-bench", *small, "--flower", "none", "--repeats", "0")
+    assert proc.returncode == 2 and "--repeats" in proc.stderr and "running" not in proc.stdout, proc.stderr
+    # the preset's flags go to the jobs, and are checked with them: a bad override exits 2 before any launch
+    proc = _hpcbench("fl-bench", *small, "--flower", "none", "--preset", "flower-digits", "--model.hidden", "0")
+    assert proc.returncode == 2 and "hidden" in proc.stderr and "running" not in proc.stdout, proc.stderr
     for bad in (["--client-training", "numpy,vmap"], ["--client_training", "numpy"]):
         proc = _hpcbench("fl-bench", *small, "--flower", "none", *bad)
         assert proc.returncode == 2 and "client" in proc.stderr and "running" not in proc.stdout, proc.stderr

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from hpcbench.collectives import waiting
-from hpcbench.collectives.waiting import SPIN_MAX_S, SPIN_MIN_S, SleepCost, TwoPhaseBackoff
+from hpcbench.collectives.waiting import (SPIN_BYTES_MAX_S, SPIN_MAX_S, SPIN_MIN_S, SPIN_RATE_BPS,
+                                          SleepCost, TwoPhaseBackoff)
 
 
 def test_sleep_cost_tracks_measured_sleeps():
@@ -23,6 +24,38 @@ def test_sleep_cost_tracks_measured_sleeps():
     assert cost.spin_budget() == SPIN_MIN_S
     with pytest.raises(ValueError, match="weight"):
         SleepCost(weight=0.0)
+
+
+def test_spin_budget_covers_the_operation_bytes():
+    """A wait inside a large operation spins as long as its bytes take at SPIN_RATE_BPS
+    (capped), on a quiet and on an oversubscribed node alike; small ones keep the sleep cost."""
+    cost = SleepCost(initial_s=1e-4, weight=1.0)
+    assert cost.spin_budget(1024) == cost.spin_budget() == 1e-4
+    mib = 1 << 20
+    assert cost.spin_budget(mib) == pytest.approx(mib / SPIN_RATE_BPS)
+    assert cost.spin_budget(1 << 30) == SPIN_BYTES_MAX_S
+    cost.value_s = 2 * SPIN_MAX_S                       # oversubscribed
+    assert cost.spin_budget(0) == SPIN_MIN_S
+    assert cost.spin_budget(mib) == pytest.approx(mib / SPIN_RATE_BPS)
+
+
+def test_spin_yields_the_core_between_polls(monkeypatch):
+    """Every pause of the spin calls sched_yield (as MPICH's waits do); sleeps do not."""
+    yields, slept = [], []
+    monkeypatch.setattr(waiting, "_yield", lambda: yields.append(1))
+    monkeypatch.setattr(waiting.time, "sleep", slept.append)
+    bo = TwoPhaseBackoff(first_s=1e-5, max_s=1e-5, cost=SleepCost(initial_s=SPIN_MIN_S),
+                         nbytes=int(2e-3 * SPIN_RATE_BPS))
+    t0 = time.perf_counter()
+    while not slept:
+        bo.pause()
+    assert time.perf_counter() - t0 >= 2e-3 * 0.99      # the 2 ms the bytes take, not 50 us
+    n = len(yields)
+    assert n >= 1
+    bo.pause()
+    assert len(yields) == n                              # past the spin: sleeps only
+    waiting.wait_mpi([_MPIReq(3)], cost=SleepCost(initial_s=SPIN_MIN_S))
+    assert len(yields) == n + 1                          # one yield per failed poll of the loop
 
 
 def test_spins_for_the_budget_then_sleeps_growing(monkeypatch):

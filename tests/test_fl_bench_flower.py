@@ -73,7 +73,8 @@ def test_flower_settings_from_the_job_config():
     flags = flower_settings(cfg, 10000, 1300)
     got = dict(zip(flags[::2], flags[1::2]))
     assert got == {"--clients": "10000", "--participants": "1300", "--local-steps": "5", "--batch-size": "16",
-                   "--learning-rate": "0.1", "--samples-per-client": "20", "--hidden": "64", "--seed": "1"}
+                   "--learning-rate": "0.1", "--samples-per-client": "20", "--hidden": "64", "--seed": "1",
+                   "--eval-interval": "5"}
     for change, key in (({"aggregator": {"name": "fedyogi"}}, "aggregator.name"), ({"momentum": 0.5}, "momentum"),
                         ({"dataset": {"num_clients": 100, "samples_per_client": None}}, "samples_per_client"),
                         ({"dataset": {"alpha": 0.1}}, "dataset.alpha"),

@@ -54,7 +54,8 @@ def test_clock_charges_scaled_compute_and_default_is_unchanged():
     """Same draws, compute x the ratio; communication untouched; ``trace`` keeps compute_scale exactly."""
     from hpcbench.fl.job import prepare
 
-    base = {"dataset.num_clients": "20", "participants": "4", "traces.compute_scale": "0.7"}
+    base = {"dataset.num_clients": "20", "participants": "4", "traces.compute_scale": "0.7",
+            "client_training": "sequential"}  # the FLOPs count needs the torch model
     plain = prepare(load_config(None, base))
     scaled = prepare(load_config(None, {**base, "traces.compute_cost": "flops"}))
     assert plain.clock.compute_scale == 0.7

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -181,6 +180,29 @@ def test_million_clients_metadata_small():
     assert shard.num_examples == 10
 
 
+# ------------------------------------------------------------------------ inputs loaded in a child
+class _FailingInputs:
+    """A dataset class whose loading step fails (imported by name in the child process)."""
+
+    name = "failing"
+
+    @staticmethod
+    def load_inputs(cfg, seed):
+        raise OSError(f"inputs of seed {seed} unreadable")
+
+
+def test_load_in_child_returns_the_inputs_and_raises_its_errors():
+    from hpcbench.fl.data import load_in_child
+    from hpcbench.fl.data.digits import DigitsDataset
+
+    cfg = DatasetConfig(test_fraction=0.3)
+    got = load_in_child(DigitsDataset, cfg, 7)
+    want = DigitsDataset.load_inputs(cfg, 7)
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want))
+    with pytest.raises(OSError, match="inputs of seed 4 unreadable"):
+        load_in_child(_FailingInputs, cfg, 4)
+
+
 # ------------------------------------------------------------------------------------ clock
 class _StubDevice:
     """Row r has a fixed per-sample latency of (r + 1) ms."""
@@ -312,32 +334,23 @@ def test_clock_real_traces_availability_and_reproducible():
 
 
 # ------------------------------------------------------------------------- assign_clients
-def _optimal_makespan(work, k):
-    best = math.inf
-    for assign in itertools.product(range(k), repeat=len(work)):
-        loads = np.zeros(k)
-        np.add.at(loads, list(assign), work)
-        best = min(best, loads.max())
-    return best
-
-
-def test_assign_clients_lpt_bound_and_coverage():
+def test_assign_clients_contiguous_runs_in_id_order_balanced_by_work():
     rng = np.random.default_rng(21)
-    for _ in range(40):
-        m = int(rng.integers(1, 9))
-        k = int(rng.integers(1, 4))
-        ids = np.sort(rng.choice(10_000, m, replace=False)).astype(np.int64)
+    for _ in range(60):
+        m = int(rng.integers(1, 40))
+        k = int(rng.integers(1, 6))
+        ids = rng.choice(10_000, m, replace=False).astype(np.int64)  # any order in, ascending out
         work = rng.integers(1, 50, m).astype(np.float64)
-        executors = list(range(1, k + 1))
+        executors = sorted(rng.choice(64, k, replace=False).tolist())
         plan = assign_clients(ids, work, executors)
-        assert set(plan) == set(executors)
+        assert list(plan) == executors  # runs in the order of the executors...
         got = np.concatenate(list(plan.values()))
-        assert np.array_equal(np.sort(got), ids)  # every client exactly once
+        assert np.array_equal(got, np.sort(ids))  # ...list every client once, in ascending id order
         w_of = dict(zip(ids.tolist(), work.tolist()))
         for v in plan.values():
-            assert v.dtype == np.int64 and np.all(np.diff(v) > 0)
+            assert v.dtype == np.int64
         makespan = max(sum(w_of[int(c)] for c in v) for v in plan.values())
-        assert makespan <= 4 / 3 * _optimal_makespan(work, k) + 1e-9
+        assert makespan <= work.sum() / k + work.max() + 1e-9
 
 
 def test_assign_clients_single_executor_and_empty():

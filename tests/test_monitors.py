@@ -12,7 +12,7 @@ from mpi4py import MPI
 from monitor_data import B_SIMPLE, LOCAL_BATCH, true_gradient, worker_gradients
 from hpcbench.monitors import MONITORS, GradientView, build_monitor, monitor_options
 from hpcbench.monitors.gns import _EMA, noise_scale_terms
-from hpcbench.monitors.variance import gradient_variance
+from hpcbench.monitors.variance import gradient_variance, trace_variance
 
 
 def test_registry_builds_every_monitor():
@@ -30,6 +30,7 @@ def test_registry_builds_every_monitor():
     ("gns", {"alpha": "x"}, "alpha"), ("gns", {"estimator": "median"}, "estimator"),
     ("gns", {"beta": 1}, "beta"), ("variance", {"algorithm": "recursive_doubling"}, "algorithm"),
     ("variance", {"algorithm": "nope"}, "algorithm"), ("variance", {"interval": 0}, "interval"),
+    ("variance", {"estimator": "diagonal"}, "estimator"),
 ])
 def test_bad_options_name_the_option(name, options, word):
     with pytest.raises(ValueError, match=word):
@@ -97,6 +98,14 @@ def test_variance_formula_against_numpy():
     assert gradient_variance(mean_sq, mean) == pytest.approx(ref, rel=1e-12)
 
 
+def test_trace_is_the_sum_of_the_elementwise_variances():
+    """Worked by hand: workers' gradients (1, 2) and (3, 6): mean (2, 4), variances (1, 4), trace 5;
+    (1/n) sum |g_i|^2 = (5 + 45) / 2 = 25, |g_bar|^2 = 20."""
+    assert trace_variance(25.0, 20.0) == 5.0
+    w = np.array([[1.0, 2.0], [3.0, 6.0]])
+    assert ((w ** 2).mean(0) - w.mean(0) ** 2).sum() == 5.0
+
+
 def _view(comm, grads, local=True):
     ts = [torch.tensor(x, dtype=torch.float32) for x in grads]
     sq = float(sum((t.double() ** 2).sum() for t in ts))
@@ -110,5 +119,8 @@ def test_world_size_one():
     out = build_monitor("gns").observe(view)
     assert set(out) == set(MONITORS["gns"].outputs) and all(math.isnan(v) for v in out.values())
     assert build_monitor("variance").observe(view) == {"grad_variance": 0.0}
+    trace = build_monitor("variance", estimator="trace").observe(_view(comm, [np.ones((3, 3)), np.arange(4.0)],
+                                                                       local=False))
+    assert trace["grad_variance"] == pytest.approx(0.0, abs=1e-6 * 23.0)    # 0 up to the norms' rounding (|g|^2 23)
     with pytest.raises(ValueError, match="local_grads"):
         build_monitor("variance").observe(_view(comm, [np.ones(3)], local=False))

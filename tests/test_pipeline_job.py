@@ -92,6 +92,7 @@ def test_real_run_trains(tmp_path):
     (["--micro_batches", "3"], "micro_batches"),
     (["--devices.mem_cap_mb", "0.001"], "memory caps"),
     (["--chrome_trace", "''"], "chrome_trace"),
+    (["--milp_solver", "gurobi"], "unknown MILP solver 'gurobi'"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, args, needle):
     out = tmp_path / "bad.h5"

@@ -16,6 +16,7 @@ REGISTRIES = [
     ("hpcbench.collectives.compressed", "COMMUNICATORS"),
     ("hpcbench.allocation", "ALLOCATORS"),
     ("hpcbench.allocation.schedules", "SCHEDULES"),
+    ("hpcbench.allocation.milp", "SOLVERS"),
     ("hpcbench.monitors", "MONITORS"),
     ("hpcbench.traces", "TRACE_LOADERS"),
     ("hpcbench.bench.collectives.backends", "BASELINES"),

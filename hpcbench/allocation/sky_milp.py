@@ -23,10 +23,10 @@ instance with free links.
 Solvers (``solver=``, :data:`hpcbench.allocation.milp.SOLVERS`): ``"cbc"``
 (COIN-OR CBC through PuLP, what Sky runs when Gurobi is not installed; Sky
 asks for 24 threads, hpcbench defaults to 1) and ``"highs"`` (HiGHS through
-``scipy.optimize.milp``). scipy hands HiGHS no MIP start, so for ``highs``
-the allocator keeps the even split itself when HiGHS returns nothing better:
-both solvers then return the better of the start and the solver's
-incumbent. The allocation's ``info`` records what the solve achieved:
+``highspy``). Both get the even split as their MIP start, and the allocator
+returns the better of the start and the solver's incumbent (the start
+where the solver returns nothing). The allocation's ``info`` records what
+the solve achieved:
 ``solver_status`` (``"optimal"``, ``"gap limit"``, ``"time limit"``, ``"no
 solution"``), ``warm_start_returned`` (the answer is the even split itself),
 ``milp_objective_s`` and ``milp_bound_s`` (seconds, the objective of the
@@ -165,7 +165,7 @@ def allocate(inst: Instance, order: str = "free", solver: str = "cbc", time_limi
     gap_rel : float, default 0.2
         Relative gap at which the solver stops (Sky: 0.2; 0 solves to optimality).
     threads : int, default 1
-        Solver threads (Sky: 24 for CBC; ``highs`` takes only 1).
+        Solver threads (Sky: 24 for CBC).
     msg : bool
         Print the solver's log.
 

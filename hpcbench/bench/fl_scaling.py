@@ -19,21 +19,35 @@ side, per world size:
 - the steady-state round time (median round wall time, first rounds excluded)
   and its ratio to the first world size's (target at -np 64 vs -np 3: <= 1.3).
 
-``--client-training`` names the client-training engines (``numpy``, the
-default, ``sequential``, ``batched``; comma-separated): the first runs at
-every world size and is the one compared with Flower; the others run at the
-first world size only, for their round time side by side. ``numpy`` keeps
-every rank free of torch (about 220 MB of private memory per process); it
-trains ``mlp``/``logreg`` in synchronous jobs without compression (a job it
-does not support exits 2 naming ``client_training``).
+``--client-training`` names the client-training engines (``numpy``,
+``sequential``, ``batched``; comma-separated, default ``numpy,sequential``):
+all run at the first world size, the first also at the others. ``numpy``
+keeps every rank free of torch (about 220 MB of private memory per process)
+and trains up to 64 clients at once in stacked matrix products; it trains
+``mlp``/``logreg`` in synchronous jobs without compression (a job it does
+not support exits 2 naming ``client_training``). ``sequential`` trains one
+torch model per client, one after another.
 
 It also builds a 1,000,000-client registry in-process and reports the bytes
 of client metadata and the process's resident-memory growth.
 
 With ``--flower PYTHON`` (or ``auto`` when this Python can import Flower) it
-then runs Flower's simulation on the same task and prints both sides' steady
-round time and process-tree memory, RSS and PSS, with the ratios
-(:mod:`hpcbench.bench.flower_compare`; docs/fl.md).
+runs Flower's simulation on the same task, the same ``--rounds`` with the
+same ``--warmup`` rounds left out, alternating with hpcbench's runs at the
+first world size (every engine, then Flower, ``--repeats`` times: A, B, A,
+B), so that both sides meet the machine's load alike; the load average at
+the start and end of every run is printed beside it. One table lists every
+run of both sides (steady round time and process-tree memory, RSS and PSS),
+then each engine's ratios to the Flower run beside it
+(:mod:`hpcbench.bench.flower_compare`; docs/fl.md). ``sequential`` is the
+like-for-like engine: one model per client, as Flower's one message per
+client; ``numpy`` is the same maths in another execution model.
+
+``--preset flower-digits`` runs the task in the shape of a plain Flower
+FedAvg script instead of hpcbench's (MLP 64-128-10, learning rate 0.05, 5
+samples per client, the global model evaluated every round on both sides),
+so that the comparison can be rerun on the other side's terms; job flags
+given after it override it.
 """
 
 from __future__ import annotations
@@ -53,15 +67,15 @@ __all__ = ["FLScalingJob", "main"]
 
 
 def _run(np_: int, rounds: int, clients: int, participants: int, outdir: Path, extra: list[str],
-         engine: str = "numpy"):
-    """Run the job under ``mpiexec -n np_`` with client-training ``engine``.
+         engine: str = "numpy", repeat: int = 1):
+    """Run the job under ``mpiexec -n np_`` with client-training ``engine`` (``repeat``: its run number).
 
     Returns its results file and the peak memory of its process tree.
     """
     from hpcbench.bench.process_memory import TreeSampler
     from hpcbench.runtime.launch import end_process_group, start_mpi
 
-    name = f"fl-bench-np{np_}-{engine}"
+    name = f"fl-bench-np{np_}-{engine}-{repeat}"
     out = outdir / f"{name}.h5"
     args = ["-m", "hpcbench.fl", *_job_flags(rounds, clients, participants, out, extra, engine, name)]
     log = outdir / f"{name}.log"
@@ -159,6 +173,15 @@ def _registry_memory(clients: int) -> tuple[int, int]:
     return ds.metadata_nbytes() + reg.nbytes(), grown
 
 
+#: ``--preset`` name -> job flags giving another side's task shape (before the user's own flags, which win)
+PRESETS = {
+    # the shape of a plain Flower FedAvg script: an MLP 64-128-10 trained at lr 0.05 on 5 samples per
+    # client, the global model evaluated every round (Flower: centralised evaluate_fn)
+    "flower-digits": ["--model.hidden", "128", "--learning_rate", "0.05", "--dataset.samples_per_client", "5",
+                      "--eval_interval", "1"],
+}
+
+
 class FLScalingJob(Job):
     """``hpcbench fl-bench``: the same federated job at each world size of ``--np``, side by side.
 
@@ -172,8 +195,9 @@ class FLScalingJob(Job):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--np", default="3,64", help="comma-separated world sizes (first is the baseline)")
-        parser.add_argument("--rounds", type=int, default=12)
-        parser.add_argument("--warmup", type=int, default=2, help="rounds excluded from steady state")
+        parser.add_argument("--rounds", type=int, default=12, help="rounds of every run, Flower's too")
+        parser.add_argument("--warmup", type=int, default=2,
+                            help="leading rounds excluded from steady state (on both sides)")
         parser.add_argument("--clients", type=int, default=1000, help="registered clients")
         parser.add_argument("--participants", type=int, default=100)
         parser.add_argument("--registry-clients", type=int, default=1_000_000,
@@ -182,12 +206,17 @@ class FLScalingJob(Job):
                             help="also run Flower (flwr[simulation]) on the same task with this Python and "
                                  "compare with the first world size; auto: this Python if it can import flwr "
                                  "and ray; none: skip")
-        parser.add_argument("--client-training", default="numpy", metavar="ENGINES",
-                            help="comma-separated client-training engines (numpy, sequential, batched): the "
-                                 "first runs at every --np and is compared with Flower, the others at the first "
-                                 "--np only; numpy imports no torch on any rank (mlp/logreg, sync, uncompressed)")
-        parser.add_argument("--flower-rounds", type=int, default=5,
-                            help="rounds of the Flower run (its first --warmup are not timed)")
+        parser.add_argument("--repeats", type=int, default=2,
+                            help="with Flower: how many times the two sides alternate (hpcbench's engines, "
+                                 "then Flower, again), so both meet the same machine load")
+        parser.add_argument("--client-training", default="numpy,sequential", metavar="ENGINES",
+                            help="comma-separated client-training engines (numpy, sequential, batched): all run "
+                                 "at the first --np and are compared with Flower, the first also at the other "
+                                 "--np; sequential (one torch model per client, one after another) is the one "
+                                 "like Flower's one message per client")
+        parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                            help="flower-digits: the task shape of a plain Flower FedAvg script (MLP 64-128-10, "
+                                 "lr 0.05, 5 samples per client, evaluation every round); job flags override it")
 
     def configure(self, args) -> None:
         try:
@@ -199,7 +228,7 @@ class FLScalingJob(Job):
         for flag, value, low in (("--warmup", args.warmup, 0), ("--rounds", args.rounds, 1),
                                  ("--clients", args.clients, 1), ("--participants", args.participants, 1),
                                  ("--registry-clients", args.registry_clients, 0),
-                                 ("--flower-rounds", args.flower_rounds, 1)):
+                                 ("--repeats", args.repeats, 1)):
             if value < low:
                 raise InputError(f"{flag}: must be >= {low}, got {value}")
         if args.registry_clients > 100_000_000:
@@ -208,14 +237,13 @@ class FLScalingJob(Job):
             raise InputError(f"--rounds ({args.rounds}) must exceed --warmup ({args.warmup})")
         args.sizes = sizes
         args.engines = _engines(args.client_training, args.passthrough)
+        args.job_flags = PRESETS.get(args.preset, []) + list(args.passthrough)
         for engine in args.engines:  # the launched jobs' own checks, here: a bad job flag exits 2 before any launch
-            _check_job_flags(_job_flags(args.rounds, args.clients, args.participants, Path("x"), args.passthrough,
+            _check_job_flags(_job_flags(args.rounds, args.clients, args.participants, Path("x"), args.job_flags,
                                         engine, "fl-bench"))
         from hpcbench.bench.flower_compare import resolve_python
 
         args.flower_python = resolve_python(args.flower)
-        if args.flower_python and args.flower_rounds <= args.warmup:
-            raise InputError(f"--flower-rounds ({args.flower_rounds}) must exceed --warmup ({args.warmup})")
         self.cfg = args
 
     def run(self, results) -> int:
@@ -224,46 +252,73 @@ class FLScalingJob(Job):
             return 0
         from hpcbench.bench.flower_compare import flower_settings, run_flower
 
-        rows, flower_flags = [], None
+        rows, flower_runs, flower_flags = [], [], None
+        step = 0
         with tempfile.TemporaryDirectory(prefix="hpcbench-flbench-") as tmp:
-            runs = [(n, args.engines[0]) for n in args.sizes] + [(args.sizes[0], e) for e in args.engines[1:]]
-            for step, (n, engine) in enumerate(runs, start=1):
+            def measure(n: int, engine: str, repeat: int) -> dict:
+                nonlocal step
+                step += 1
                 fault_point(step)
                 print(f"running -np {n} ({engine}) ...", flush=True)
-                rows.append(_measure(*_run(n, args.rounds, args.clients, args.participants, Path(tmp),
-                                           args.passthrough, engine), args.warmup))
-                if step == 1 and args.flower_python:  # the job's task is known now: can Flower run it?
-                    try:
-                        flower_flags = flower_settings(rows[0]["config"], args.clients, args.participants)
-                    except InputError as exc:
-                        if args.flower != "auto":
-                            raise
-                        print(f"Flower skipped: {exc}", flush=True)
-            flower = None
-            if flower_flags is not None:
-                fault_point(len(runs) + 1)
-                print(f"running Flower with {args.flower_python} ...", flush=True)
-                flower = run_flower(args.flower_python, flower_flags, args.flower_rounds, args.warmup, Path(tmp))
-        base = rows[0]["round_s"]
-        print(f"\n{args.clients} registered clients, {args.participants} participants/round, "
-              f"{args.rounds} rounds ({args.warmup} warm-up), {os.cpu_count()} cores")
-        print(f"{'np':>4} {'engine':>10} {'round(s)':>9} {'ratio':>6} {'clients/s':>10} {'outside':>8} "
-              f"{'rss max(MB)':>12} {'rss mean(MB)':>13} {'tree RSS(MB)':>13}")
-        for r in rows:
-            print(f"{r['np']:>4} {r['engine']:>10} {r['round_s']:>9.3f} {r['round_s'] / base:>6.2f} "
-                  f"{r['clients_per_s']:>10.1f} {r['outside']:>8.1%} {r['rss_max'] / 1e6:>12.0f} "
-                  f"{r['rss_mean'] / 1e6:>13.0f} {r['tree'].rss_bytes / 1e6:>13.0f}")
-        if len(args.sizes) > 1:
-            last = rows[len(args.sizes) - 1]
-            print(f"steady-state round time at -np {last['np']} / -np {rows[0]['np']}: "
-                  f"{last['round_s'] / base:.2f} (target <= 1.3)")
-        if flower is not None:
-            _print_flower(rows[0], flower, args)
+                load0 = os.getloadavg()[0]
+                row = _measure(*_run(n, args.rounds, args.clients, args.participants, Path(tmp), args.job_flags,
+                                     engine, repeat), args.warmup)
+                row.update(repeat=repeat, load=(load0, os.getloadavg()[0]))
+                return row
+
+            first = args.sizes[0]
+            for repeat in range(1, (args.repeats if args.flower_python else 1) + 1):
+                for engine in args.engines:  # side A: every engine at the first world size
+                    rows.append(measure(first, engine, repeat))
+                    if flower_flags is None and args.flower_python:  # the task is known now: can Flower run it?
+                        try:
+                            flower_flags = flower_settings(rows[0]["config"], args.clients, args.participants)
+                        except InputError as exc:
+                            if args.flower != "auto":
+                                raise
+                            print(f"Flower skipped: {exc}", flush=True)
+                            args.flower_python = None
+                if flower_flags is not None:  # side B: Flower, on the same task
+                    step += 1
+                    fault_point(step)
+                    print(f"running Flower with {args.flower_python} ...", flush=True)
+                    load0 = os.getloadavg()[0]
+                    run = run_flower(args.flower_python, flower_flags, args.rounds, args.warmup, Path(tmp))
+                    run.update(repeat=repeat, load=(load0, os.getloadavg()[0]))
+                    flower_runs.append(run)
+            for n in args.sizes[1:]:  # scaling: the first engine at the other world sizes
+                rows.append(measure(n, args.engines[0], 1))
+        _print_rows(rows, args)
+        if flower_runs:
+            _print_flower(rows, flower_runs, args)
         if args.registry_clients:
             meta, grown = _registry_memory(args.registry_clients)
             print(f"registry of {args.registry_clients:,} clients: {meta / 1e6:.1f} MB of client metadata, "
                   f"resident memory grew {grown / 1e6:.1f} MB")
         return 0
+
+
+def _load(pair) -> str:
+    """``start-end`` 1-minute load averages of one run."""
+    return f"{pair[0]:.1f}-{pair[1]:.1f}"
+
+
+def _print_rows(rows: list, args) -> None:
+    """The table of every hpcbench run: round time, its ratio to the first, overhead share, memory, load."""
+    base = rows[0]["round_s"]
+    print(f"\n{args.clients} registered clients, {args.participants} participants/round, "
+          f"{args.rounds} rounds ({args.warmup} warm-up), {os.cpu_count()} cores"
+          + (f", preset {args.preset}" if args.preset else ""))
+    print(f"{'np':>4} {'engine':>10} {'round(s)':>9} {'ratio':>6} {'clients/s':>10} {'outside':>8} "
+          f"{'rss max(MB)':>12} {'rss mean(MB)':>13} {'tree RSS(MB)':>13} {'load':>9}")
+    for r in rows:
+        print(f"{r['np']:>4} {r['engine']:>10} {r['round_s']:>9.3f} {r['round_s'] / base:>6.2f} "
+              f"{r['clients_per_s']:>10.1f} {r['outside']:>8.1%} {r['rss_max'] / 1e6:>12.0f} "
+              f"{r['rss_mean'] / 1e6:>13.0f} {r['tree'].rss_bytes / 1e6:>13.0f} {_load(r['load']):>9}")
+    if len(args.sizes) > 1:
+        last = rows[-1]
+        print(f"steady-state round time at -np {last['np']} / -np {rows[0]['np']}: "
+              f"{last['round_s'] / base:.2f} (target <= 1.3)")
 
 
 def _engines(value: str, passthrough: list[str]) -> list[str]:
@@ -289,29 +344,52 @@ def _engines(value: str, passthrough: list[str]) -> list[str]:
     return engines
 
 
-def _print_flower(ours: dict, flower: dict, args) -> None:
-    """The side-by-side table of hpcbench's first world size and Flower, with the ratios."""
-    cfg = ours["config"]
+#: the engine a peer would call like for like with Flower's one message per client, and why
+LIKE_FOR_LIKE = ("sequential", "one torch model per client, trained one after another, as Flower trains one "
+                               "client per message")
+_MODELS = {"numpy": "numpy, no torch: up to 64 clients at once in stacked matrix products (same maths, "
+                    "another execution model)",
+           "batched": "torch vmap: the clients of one executor at once (another execution model)"}
+
+
+def _print_flower(rows: list, flower_runs: list, args) -> None:
+    """Both sides, run by run in the order they ran, then each engine's ratios to the Flower run beside it."""
+    first = [r for r in rows if r["np"] == args.sizes[0] and r["repeat"] <= len(flower_runs)]
+    cfg = first[0]["config"]
     mb = 1e6
-    ranks_rss, ranks_pss = ours["ranks_rss_pss"]
-    print(f"\nFlower {flower['flwr']} (Ray {flower['ray']}) vs hpcbench -np {ours['np']} ({ours['engine']}), "
-          f"same task: "
+    fl = flower_runs[0]
+    print(f"\nFlower {fl['flwr']} (Ray {fl['ray']}) against hpcbench -np {args.sizes[0]}, same task: "
           f"{args.clients} clients, {args.participants} participants/round, {cfg['local_steps']} local steps, "
-          f"batch {cfg['batch_size']}, lr {cfg['learning_rate']}, {cfg['dataset']['samples_per_client']} "
-          f"samples/client; steady rounds after {args.warmup} (Flower: "
-          + " ".join(f"{w:.2f}" for w in flower["rounds_s"]) + " s)")
-    print(f"{'':>16} {'round(s)':>9} {'tree RSS(MB)':>13} {'tree PSS(MB)':>13} {'procs':>6}")
-    for name, r, mem in ((f"hpcbench -np {ours['np']}", ours["round_s"], ours["tree"]),
-                         ("Flower", flower["round_s"], flower["memory"])):
-        print(f"{name:>16} {r:>9.3f} {mem.rss_bytes / mb:>13.0f} {mem.pss_bytes / mb:>13.0f} {mem.processes:>6}")
-    print(f"hpcbench ranks only (no mpiexec/hydra): RSS {ranks_rss / mb:.0f} MB, PSS {ranks_pss / mb:.0f} MB; "
-          f"ranks' own peak RSS (ru_maxrss) summed: {ours['rss_sum'] / mb:.0f} MB")
-    mem = flower["memory"]
-    print(f"Flower / hpcbench: round time {flower['round_s'] / ours['round_s']:.1f}x (target >= 15); "
-          f"resident memory, RSS sums {mem.rss_bytes / ranks_rss:.2f}x Flower's tree / hpcbench's ranks "
-          f"(the target's measure, >= 4), {mem.rss_bytes / ours['tree'].rss_bytes:.2f}x tree / tree; "
-          f"PSS sums {mem.pss_bytes / ranks_pss:.2f}x / ranks, {mem.pss_bytes / ours['tree'].pss_bytes:.2f}x "
-          f"tree / tree")
+          f"batch {cfg['batch_size']}, lr {cfg['learning_rate']}, MLP hidden {cfg['model']['hidden']}, "
+          f"{cfg['dataset']['samples_per_client']} samples/client, evaluated every {cfg['eval_interval']} "
+          f"rounds; each side {args.rounds} rounds, the median of the {args.rounds - args.warmup} after "
+          f"{args.warmup} warm-up; the sides alternate (A, B, A, B)")
+    print(f"{'run':>4} {'side':>22} {'round(s)':>9} {'tree RSS(MB)':>13} {'tree PSS(MB)':>13} "
+          f"{'ranks RSS(MB)':>14} {'procs':>6} {'load':>9}")
+    for repeat, fr in enumerate(flower_runs, start=1):
+        for r in (x for x in first if x["repeat"] == repeat):
+            print(f"{repeat:>4} {'hpcbench ' + r['engine']:>22} {r['round_s']:>9.3f} "
+                  f"{r['tree'].rss_bytes / mb:>13.0f} {r['tree'].pss_bytes / mb:>13.0f} "
+                  f"{r['ranks_rss_pss'][0] / mb:>14.0f} {r['tree'].processes:>6} {_load(r['load']):>9}")
+        mem = fr["memory"]
+        print(f"{repeat:>4} {'Flower':>22} {fr['round_s']:>9.3f} {mem.rss_bytes / mb:>13.0f} "
+              f"{mem.pss_bytes / mb:>13.0f} {'':>14} {mem.processes:>6} {_load(fr['load']):>9}"
+              f"   rounds " + " ".join(f"{w:.2f}" for w in fr["rounds_s"]))
+    print("Flower / hpcbench, per run (the Flower run beside it); memory: peak RSS and PSS summed over each "
+          "whole process tree (hpcbench: mpiexec, its proxy and the ranks)")
+    for engine in args.engines:
+        pairs = [(r, flower_runs[r["repeat"] - 1]) for r in first if r["engine"] == engine]
+        time_x = [f["round_s"] / r["round_s"] for r, f in pairs]
+        rss_x = [f["memory"].rss_bytes / r["tree"].rss_bytes for r, f in pairs]
+        pss_x = [f["memory"].pss_bytes / r["tree"].pss_bytes for r, f in pairs]
+        like = engine == LIKE_FOR_LIKE[0]
+        what = f"like for like: {LIKE_FOR_LIKE[1]}" if like else _MODELS.get(engine, engine)
+        print(f"  {engine} ({what}):")
+        print(f"    round time {', '.join(f'{x:.1f}x' for x in time_x)}"
+              + (" (target >= 25x)" if like else "")
+              + f"; memory RSS {', '.join(f'{x:.2f}x' for x in rss_x)}"
+              + (" (target >= 3x)" if like else "")
+              + f", PSS {', '.join(f'{x:.2f}x' for x in pss_x)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,11 @@ skewed samples per client, the same seed), the same MLP with the same initial
 weights (:func:`hpcbench.fl.models.build_model`), ``local_steps`` steps of
 plain SGD (no momentum) on mini-batches of ``batch_size`` from per-client
 shuffles, and FedAvg weighted by examples over ``participants`` clients
-sampled uniformly from ``clients`` per round. Centralised and federated
-evaluation are off (hpcbench's steady rounds do not evaluate either).
+sampled uniformly from ``clients`` per round. With ``--eval-interval N`` the
+server evaluates the global model on hpcbench's test set after every
+``N``-th round and the last (Flower's centralised ``evaluate_fn``), as
+hpcbench's rank 0 does with ``eval_interval: N``; that round's end is taken
+after its evaluation. Federated (client-side) evaluation is off.
 
 It uses Flower's Message API as Flower's own examples do (``ClientApp`` with
 ``@app.train()``, ``ServerApp`` with ``@app.main()`` driving
@@ -97,14 +100,16 @@ def build_apps(settings: dict, round_ends: list):
     """Flower's ``(ServerApp, ClientApp)`` for ``settings`` (the keys of :func:`main`'s arguments).
 
     ``round_ends`` receives ``time.time()`` at the end of each round's
-    aggregation; ``round_ends[0]`` is the strategy's start.
+    aggregation (or of its evaluation, in a round that evaluates);
+    ``round_ends[0]`` is the strategy's start.
 
     Parameters
     ----------
     settings : dict
         ``clients``, ``participants``, ``rounds``, ``local_steps``,
         ``batch_size`` (int), ``learning_rate`` (float),
-        ``samples_per_client``, ``hidden``, ``seed`` (int).
+        ``samples_per_client``, ``hidden``, ``seed``, ``eval_interval``
+        (int; 0: no evaluation).
     round_ends : list of float
         Appended to while the simulation runs (Unix seconds); pass an empty
         list. After ``rounds`` completed rounds it holds ``rounds + 1`` times.
@@ -119,13 +124,13 @@ def build_apps(settings: dict, round_ends: list):
     ImportError
         torch or Flower is not importable.
     """
-    import torch
     from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
     from flwr.serverapp import Grid, ServerApp
     from flwr.serverapp.strategy import FedAvg
 
-    from hpcbench.fl.training import client_generator
+    from hpcbench.fl.models import flat_parameters
+    from hpcbench.fl.training import client_generator, evaluate
 
     client_app = ClientApp()
 
@@ -150,6 +155,17 @@ def build_apps(settings: dict, round_ends: list):
             round_ends.append(time.time())
             return out
 
+    def evaluate_global(server_round: int, arrays) -> MetricRecord | None:
+        """Centralised evaluation on the test set after every ``eval_interval``-th round and the last."""
+        every = settings["eval_interval"]
+        if not every or server_round == 0 or (server_round % every and server_round != settings["rounds"]):
+            return None
+        ds, model = _task(settings)
+        model.load_state_dict(arrays.to_torch_state_dict())
+        accuracy, loss = evaluate(model, flat_parameters(model), *ds.test_set())
+        round_ends[-1] = time.time()  # this round ends after its evaluation, as hpcbench's does
+        return MetricRecord({"accuracy": accuracy, "loss": loss})
+
     server_app = ServerApp()
 
     @server_app.main()
@@ -160,9 +176,8 @@ def build_apps(settings: dict, round_ends: list):
                                min_available_nodes=settings["clients"])
         round_ends.append(time.time())
         strategy.start(grid=grid, initial_arrays=ArrayRecord(model.state_dict()), num_rounds=settings["rounds"],
-                       train_config=ConfigRecord({"lr": settings["learning_rate"]}))
+                       train_config=ConfigRecord({"lr": settings["learning_rate"]}), evaluate_fn=evaluate_global)
 
-    del torch
     return server_app, client_app
 
 
@@ -177,6 +192,8 @@ def _arguments(argv):
     p.add_argument("--samples-per-client", type=int, default=20)
     p.add_argument("--hidden", type=int, default=64, help="hidden units of the MLP")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--eval-interval", type=int, default=0,
+                   help="evaluate the global model on the test set every N rounds and after the last (0: never)")
     p.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs given to Ray")
     p.add_argument("--cpus-per-client", type=float, default=1.0, help="Ray num_cpus of each client actor")
     p.add_argument("--json", default=None, help="write the timings and versions here")
@@ -184,6 +201,8 @@ def _arguments(argv):
     for key in ("clients", "participants", "rounds", "local_steps", "batch_size", "samples_per_client", "cpus"):
         if getattr(args, key) < 1:
             p.exit(2, f"{p.prog}: --{key.replace('_', '-')}: must be >= 1, got {getattr(args, key)}\n")
+    if args.eval_interval < 0:
+        p.exit(2, f"{p.prog}: --eval-interval: must be >= 0, got {args.eval_interval}\n")
     if args.participants > args.clients:
         p.exit(2, f"{p.prog}: --participants: {args.participants} exceeds --clients {args.clients}\n")
     if not 0 < args.cpus_per_client <= args.cpus:
@@ -206,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     settings = {k: getattr(args, k) for k in ("clients", "participants", "rounds", "local_steps", "batch_size",
-                                              "learning_rate", "samples_per_client", "hidden", "seed")}
+                                              "learning_rate", "samples_per_client", "hidden", "seed",
+                                              "eval_interval")}
     from hpcbench.bench import flower_baseline  # not __main__: Ray actors import the apps' functions by name
 
     round_ends: list[float] = []

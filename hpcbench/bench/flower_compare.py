@@ -79,8 +79,8 @@ def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
         The job's federated config as a plain dict: ``dataset`` (``name``,
         ``samples_per_client``), ``model`` (``name``, ``hidden``),
         ``aggregator`` (``name``), ``local_steps``, ``batch_size``,
-        ``learning_rate``, ``seed``, and optionally ``momentum`` and
-        ``decay_factor``.
+        ``learning_rate``, ``seed``, ``eval_interval``, ``rounds``, and
+        optionally ``momentum`` and ``decay_factor``.
     clients : int
         Registered clients (Flower virtual SuperNodes).
     participants : int
@@ -91,8 +91,10 @@ def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
     list of str
         Command-line flags (``--clients``, ``--participants``,
         ``--local-steps``, ``--batch-size``, ``--learning-rate``,
-        ``--samples-per-client``, ``--hidden``, ``--seed`` with their values);
-        ``--rounds`` and ``--json`` are added by :func:`run_flower`.
+        ``--samples-per-client``, ``--hidden``, ``--seed``, ``--eval-interval``
+        with their values; the global model is evaluated on the test set
+        after the same rounds as hpcbench's, every ``eval_interval`` and the
+        last); ``--rounds`` and ``--json`` are added by :func:`run_flower`.
 
     Raises
     ------
@@ -124,7 +126,7 @@ def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
             "--local-steps", str(config["local_steps"]), "--batch-size", str(config["batch_size"]),
             "--learning-rate", repr(float(config["learning_rate"])),
             "--samples-per-client", str(ds["samples_per_client"]), "--hidden", str(model["hidden"]),
-            "--seed", str(config["seed"])]
+            "--seed", str(config["seed"]), "--eval-interval", str(config["eval_interval"])]
 
 
 def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: Path,

@@ -218,6 +218,10 @@ class Context:
         self.tags = TagSpace(self.tag_ub)
         #: persistent plans of the small blocking allreduces
         self.plans = PlanCache(comm)
+        #: tagged plans of the small nonblocking allreduces, and the last such call's
+        #: ``(x, out, op, algorithm, deterministic, dtype, key)``
+        self.nb_plans = PlanCache(comm)
+        self.nb_last: tuple | None = None
 
     def tag(self, name: str | None) -> int:
         """Dense-family tag of the next operation called ``name`` (``None``: unnamed).
@@ -315,12 +319,13 @@ def scratch_view(buf: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
     return buf[:count * dtype.itemsize].view(dtype)
 
 
-def inline_backoff() -> Backoff:
-    """Wait schedule of blocking calls and of ``Request.wait``: polls, yielding the core
-    between polls, for as long as a sleep is measured to cost on this node (two-phase
-    waiting, :mod:`hpcbench.collectives.waiting`), then sleeps from 20 us doubling to
-    1 ms (an oversubscribed rank that waits long costs no CPU)."""
-    return TwoPhaseBackoff(first_s=2e-5, max_s=1e-3)
+def inline_backoff(nbytes: int = 0) -> TwoPhaseBackoff:
+    """Wait schedule of blocking calls and of ``Request.wait``: polls back to back for as
+    long as a sleep is measured to cost on this node, and at least as long as the
+    operation's ``nbytes`` take to move (two-phase waiting,
+    :mod:`hpcbench.collectives.waiting`), then sleeps from 20 us doubling to 1 ms (an
+    oversubscribed rank that waits long costs no CPU)."""
+    return TwoPhaseBackoff(first_s=2e-5, max_s=1e-3, nbytes=nbytes)
 
 
 def wait_inline(reqs, bo: Backoff) -> None:
@@ -358,14 +363,15 @@ def wait_inline(reqs, bo: Backoff) -> None:
     bo.reset()
 
 
-def run_inline(gen, backoff: Backoff | None = None) -> None:
+def run_inline(gen, backoff: Backoff | None = None, nbytes: int = 0) -> None:
     """Drive an algorithm generator to completion in the calling thread.
 
     The generator yields lists of :class:`P2PRequest`; each list is waited
     for (:func:`wait_inline`, :func:`inline_backoff`: spin for the cost of a
-    sleep, then growing sleeps) before the generator resumes.
+    sleep, or for the time the operation's ``nbytes`` take to move, then
+    growing sleeps) before the generator resumes.
     """
-    bo = backoff or inline_backoff()
+    bo = backoff or inline_backoff(nbytes)
     for reqs in gen:
         wait_inline(reqs, bo)
 

@@ -35,7 +35,7 @@ from hpcbench.collectives._core import (OPS, as_work, context_for, empty_like, p
                                         reducer, run_inline, scratch_view)
 from hpcbench.collectives.algorithms._shapes import tree_bcast
 from hpcbench.collectives.algorithms.ring import ring_phases
-from hpcbench.collectives.persistent import PLAN_MAX_BYTES, Plan, sweep_freed
+from hpcbench.collectives.persistent import PLAN_MAX_BYTES, Plan, TaggedPlan, sweep_freed
 from hpcbench.collectives.progress import Request, submit
 from hpcbench.collectives.transport import Transport
 
@@ -159,7 +159,7 @@ def _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name, 
         tag = ctx.tag(name)
     red = reducer(w.kind, op, tr.size)
     gen = alg.fn(tr, tag, src, dst, red, ctx, local_size=local_size)
-    return gen, o.obj
+    return gen, o.obj, dst.nbytes
 
 
 def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
@@ -226,9 +226,9 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
             result = _allreduce_planned(x, out, op, algorithm, deterministic, ctx, tr)
             if result is not None:
                 return result
-    gen, result = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name,
-                                 local_size, tag)
-    run_inline(gen)
+    gen, result, nbytes = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport,
+                                         name, local_size, tag)
+    run_inline(gen, nbytes=nbytes)
     return result
 
 
@@ -304,8 +304,9 @@ def _run(plan) -> None:
         raise
 
 
-def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst):
-    """The plan of a call that :func:`_allreduce_planned` has not seen, or None."""
+def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst, tagged=False):
+    """The plan of a call that :func:`_allreduce_planned` (``tagged``:
+    :func:`_iallreduce_planned`) has not seen, or None."""
     n, dt = tr.size, x.dtype
     uf = _PLAN_UFUNC.get(op)
     if (uf is None or dt not in _PLAN_DTYPES or n == 1 or x.size == 0
@@ -325,6 +326,8 @@ def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst):
         dst, own = np.empty(src.size, dtype=dt), True
     else:
         dst, own = (src if a_dst == a_src else out.reshape(-1)), False
+    if tagged:
+        return TaggedPlan(tr, sched, src, dst, uf, n if op == "avg" else 0)
     return Plan(tr, ctx.tags.blocking, sched, src, dst, uf, n if op == "avg" else 0,
                 own_dst=own)
 
@@ -343,9 +346,53 @@ def iallreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
     outstanding and complete in any order; give each concurrent one a
     distinct ``name`` when ranks may start them in different orders.
     """
-    gen, result = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name,
-                                 local_size)
-    return submit(Request(gen, result, name))
+    if type(x) is np.ndarray and type(out) is np.ndarray and (transport is None
+                                                             or type(transport) is Transport):
+        req = _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, name)
+        if req is not None:
+            return req
+    gen, result, nbytes = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport,
+                                         name, local_size)
+    return submit(Request(gen, result, name, nbytes))
+
+
+def _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, name):
+    """Nonblocking allreduce of numpy ``x`` into numpy ``out`` by a
+    :class:`~hpcbench.collectives.persistent.TaggedPlan` (the schedule bound to the
+    buffers once, messages posted per call with the call's tag); None when the
+    call does not qualify (the generator then runs, and reports any bad argument).
+
+    The same conditions as :func:`_allreduce_planned` and an ``out`` given (a
+    plan-owned output could be shared by two outstanding calls); plans are kept
+    in the communicator's ``nb_plans`` cache and taken out while their request
+    is outstanding. The tag is the one the generator would use
+    (:meth:`~hpcbench.collectives._core.Context.tag`), so ranks taking either
+    path exchange the same messages.
+    """
+    ctx, tr = _resolve(comm, transport)
+    last = ctx.nb_last
+    if (last is not None and last[0] is x and last[1] is out and last[2] == op
+            and last[3] == algorithm and last[4] == deterministic and x.dtype is last[5]
+            and x.size == last[6][4] and x.flags.c_contiguous and out.flags.writeable):
+        key = last[6]               # the arrays of the last call: its key, found by identity
+    else:
+        alg = choose_algorithm(x.nbytes, tr.size, deterministic) if algorithm == "auto" \
+            else algorithm
+        dt = x.dtype
+        if (not isinstance(alg, str) or not x.flags.c_contiguous or out.dtype != dt
+                or out.size != x.size or not out.flags.c_contiguous or not out.flags.writeable):
+            return None
+        a_src = MPI.buffer(x).address
+        a_dst = a_src if out is x else MPI.buffer(out).address
+        key = (alg, op, deterministic, dt.str, x.size, a_src, a_dst)
+    plans = ctx.nb_plans
+    plan = plans.take(key)
+    if plan is None:
+        plan = _new_plan(x, out, op, key[0], deterministic, ctx, tr, key[5], key[6], tagged=True)
+        if plan is None:
+            return None
+    ctx.nb_last = (x, out, op, algorithm, deterministic, x.dtype, key)
+    return submit(Request(plan.gen(ctx.tag(name), plans, key), out, name, plan.nbytes))
 
 
 # -- reduce_scatter -----------------------------------------------------------------------
@@ -374,7 +421,7 @@ def _reduce_scatter_gen(x, out, op, comm, transport, name):
             o.arr[...] = work[bounds[r]:bounds[r + 1]]
         finally:
             ctx.give(buf)
-    return gen(), o.obj
+    return gen(), o.obj, w.arr.nbytes
 
 
 def reduce_scatter(x, out=None, *, op: str = "sum", comm: MPI.Comm | None = None,
@@ -404,8 +451,8 @@ def reduce_scatter(x, out=None, *, op: str = "sum", comm: MPI.Comm | None = None
     TypeError, ValueError
         As :func:`allreduce`; ``out`` of the wrong size.
     """
-    gen, result = _reduce_scatter_gen(x, out, op, comm, transport, name)
-    run_inline(gen)
+    gen, result, nbytes = _reduce_scatter_gen(x, out, op, comm, transport, name)
+    run_inline(gen, nbytes=nbytes)
     return result
 
 
@@ -415,8 +462,8 @@ def ireduce_scatter(x, out=None, *, op: str = "sum", comm: MPI.Comm | None = Non
 
     Must be called by all ranks of ``comm``.
     """
-    gen, result = _reduce_scatter_gen(x, out, op, comm, transport, name)
-    return submit(Request(gen, result, name))
+    gen, result, nbytes = _reduce_scatter_gen(x, out, op, comm, transport, name)
+    return submit(Request(gen, result, name, nbytes))
 
 
 # -- allgather ----------------------------------------------------------------------------
@@ -436,7 +483,7 @@ def _allgather_gen(x, out, comm, transport, name):
         dst[bounds[r]:bounds[r + 1]] = w.arr
         if n > 1 and m > 0:
             yield from ring_phases(tr, tag, dst, dst, None, ctx, bounds, reduce_scatter=False)
-    return gen(), o.obj
+    return gen(), o.obj, o.arr.nbytes
 
 
 def allgather(x, out=None, *, comm: MPI.Comm | None = None, transport: Transport | None = None,
@@ -463,8 +510,8 @@ def allgather(x, out=None, *, comm: MPI.Comm | None = None, transport: Transport
     TypeError, ValueError
         As :func:`allreduce`; ``out`` of the wrong size.
     """
-    gen, result = _allgather_gen(x, out, comm, transport, name)
-    run_inline(gen)
+    gen, result, nbytes = _allgather_gen(x, out, comm, transport, name)
+    run_inline(gen, nbytes=nbytes)
     return result
 
 
@@ -474,8 +521,8 @@ def iallgather(x, out=None, *, comm: MPI.Comm | None = None, transport: Transpor
 
     Must be called by all ranks of ``comm``.
     """
-    gen, result = _allgather_gen(x, out, comm, transport, name)
-    return submit(Request(gen, result, name))
+    gen, result, nbytes = _allgather_gen(x, out, comm, transport, name)
+    return submit(Request(gen, result, name, nbytes))
 
 
 # -- bcast --------------------------------------------------------------------------------
@@ -492,7 +539,7 @@ def _bcast_gen(x, root, comm, transport, name):
     def gen():
         if n > 1 and w.arr.size > 0:
             yield from tree_bcast(tr, tag, w.arr, ranks)
-    return gen(), w.obj
+    return gen(), w.obj, w.arr.nbytes
 
 
 def bcast(x, root: int = 0, *, comm: MPI.Comm | None = None,
@@ -522,8 +569,8 @@ def bcast(x, root: int = 0, *, comm: MPI.Comm | None = None,
     TypeError
         Unsupported buffer type or dtype.
     """
-    gen, result = _bcast_gen(x, root, comm, transport, name)
-    run_inline(gen)
+    gen, result, nbytes = _bcast_gen(x, root, comm, transport, name)
+    run_inline(gen, nbytes=nbytes)
     return result
 
 
@@ -533,5 +580,5 @@ def ibcast(x, root: int = 0, *, comm: MPI.Comm | None = None,
 
     Must be called by all ranks of ``comm``.
     """
-    gen, result = _bcast_gen(x, root, comm, transport, name)
-    return submit(Request(gen, result, name))
+    gen, result, nbytes = _bcast_gen(x, root, comm, transport, name)
+    return submit(Request(gen, result, name, nbytes))

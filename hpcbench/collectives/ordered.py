@@ -108,7 +108,8 @@ class OrderedAllreduce:
         self.started_at = np.full(n, np.nan)
         self.completed_at = np.full(n, np.nan)
         self._kw = dict(op=op, algorithm=algorithm, comm=comm, transport=transport, name=name)
-        self._request = submit(Request(self._run(), None, name))
+        self._request = submit(Request(self._run(), None, name,
+                                       max([b.nbytes for b in self.buffers], default=0)))
 
     def _run(self):
         from hpcbench.collectives.api import _allreduce_gen
@@ -120,7 +121,7 @@ class OrderedAllreduce:
                 yield [flag]
             self.started_at[i] = self.clock()
             buf = self.buffers[i]
-            gen, _ = _allreduce_gen(buf, buf, kw["op"], kw["algorithm"], False, kw["comm"], kw["transport"],
+            gen, _, _ = _allreduce_gen(buf, buf, kw["op"], kw["algorithm"], False, kw["comm"], kw["transport"],
                                     f"{kw['name']}{i}", None)
             yield from gen
             self.completed_at[i] = self.clock()

@@ -48,10 +48,11 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
+from hpcbench.collectives.transport import P2PRequest
 from hpcbench.collectives.waiting import wait_mpi
 from hpcbench.runtime.finalize import before_finalize
 
-__all__ = ["Span", "Step", "Schedule", "Plan", "PlanCache", "sweep_freed", "clear_plans",
+__all__ = ["Span", "Step", "Schedule", "Plan", "TaggedPlan", "PlanCache", "sweep_freed", "clear_plans",
            "PLAN_MAX_BYTES", "PLANS_KEPT"]
 
 #: largest buffer (bytes) a plan is built for; larger calls take the generic path
@@ -107,6 +108,34 @@ def _view(arr: np.ndarray) -> np.ndarray:
     return np.frombuffer(mem, dtype=arr.dtype)
 
 
+def _bind(schedule: Schedule, src: np.ndarray, dst: np.ndarray, ufunc, divisor: int,
+          own_dst: bool) -> list[tuple]:
+    """``(send view, dest, receive view, source, ops)`` of every step of ``schedule``
+    over the memory of ``src`` and ``dst`` (:class:`Plan`); ``ops`` are
+    ``(f, a, b, out)`` calls ``f(a, b, out=out)`` run after the step's messages."""
+    dt = dst.dtype
+    ntmp = max([s.hi for st in schedule for s in _spans(st) if s.buf == "tmp"], default=0)
+    d = dst if own_dst else _view(dst)
+    bufs = {"src": d if src is dst else _view(src), "dst": d,
+            "tmp": np.empty(ntmp, dtype=dt)}       # kept alive by the views of the steps
+
+    def v(s: Span) -> np.ndarray:
+        return bufs[s.buf][s.lo:s.hi]
+
+    div = (np.floor_divide if dt.kind == "i" else np.divide) if divisor > 1 else None
+    steps = []
+    for st in schedule:
+        ops = []
+        if st.reduce is not None:
+            out, a, b = st.reduce
+            ops.append((ufunc, v(a), v(b), v(out)))
+        if st.finalize is not None and div is not None:
+            f = v(st.finalize)
+            ops.append((div, f, divisor, f))
+        steps.append((v(st.send), st.dest, v(st.recv), st.source, tuple(ops)))
+    return steps
+
+
 class Plan:
     """A schedule bound to concrete buffers as persistent MPI requests.
 
@@ -133,42 +162,28 @@ class Plan:
 
     Attributes
     ----------
+    nbytes : int
+        Bytes of ``dst`` (the waits' spin budget grows with them,
+        :func:`~hpcbench.collectives.waiting.wait_mpi`).
     nbytes_sent, messages : int
         Payload bytes and messages this rank sends per run.
     result : numpy.ndarray or None
         ``dst`` when ``own_dst``, else None.
     """
 
-    __slots__ = ("steps", "nbytes_sent", "messages", "result", "_tr", "_requests")
+    __slots__ = ("steps", "nbytes", "nbytes_sent", "messages", "result", "_tr", "_requests")
 
     def __init__(self, tr, tag: int, schedule: Schedule, src: np.ndarray, dst: np.ndarray,
                  ufunc, divisor: int = 0, own_dst: bool = False) -> None:
-        dt = dst.dtype
-        ntmp = max([s.hi for st in schedule for s in _spans(st) if s.buf == "tmp"], default=0)
         self.result = dst if own_dst else None
-        d = dst if own_dst else _view(dst)
-        bufs = {"src": d if src is dst else _view(src), "dst": d,
-                "tmp": np.empty(ntmp, dtype=dt)}       # kept alive by the views of the steps
-
-        def v(s: Span) -> np.ndarray:
-            return bufs[s.buf][s.lo:s.hi]
-
-        div = (np.floor_divide if dt.kind == "i" else np.divide) if divisor > 1 else None
+        self.nbytes = dst.nbytes
         steps, reqs = [], []
         self.nbytes_sent = 0
-        for st in schedule:
-            sbuf = v(st.send)
-            pair = tr.exchange_init(sbuf, st.dest, v(st.recv), st.source, tag)
+        for sbuf, dest, rbuf, source, ops in _bind(schedule, src, dst, ufunc, divisor, own_dst):
+            pair = tr.exchange_init(sbuf, dest, rbuf, source, tag)
             reqs += pair
             self.nbytes_sent += sbuf.nbytes
-            ops = []
-            if st.reduce is not None:
-                out, a, b = st.reduce
-                ops.append((ufunc, v(a), v(b), v(out)))
-            if st.finalize is not None and div is not None:
-                f = v(st.finalize)
-                ops.append((div, f, divisor, f))
-            steps.append((list(pair), tuple(ops)))
+            steps.append((list(pair), ops))
         self.steps = tuple(steps)
         self.messages = len(steps)
         self._tr = tr
@@ -177,9 +192,10 @@ class Plan:
     def run(self) -> None:
         """Run the schedule once (blocking, in the calling thread) and count its sends."""
         startall = MPI.Prequest.Startall
+        nbytes = self.nbytes
         for reqs, ops in self.steps:
             startall(reqs)
-            wait_mpi(reqs)
+            wait_mpi(reqs, nbytes=nbytes)
             for f, a, b, out in ops:
                 f(a, b, out=out)
         self._tr.count(self.nbytes_sent, self.messages)
@@ -191,6 +207,68 @@ class Plan:
                 q.Free()
         self._requests = []
         self.steps = ()
+
+
+#: what :meth:`TaggedPlan.gen` gives :meth:`PlanCache.keep` for the call (nothing is found
+#: by identity in a cache of tagged plans)
+_NO_CALL = (None,) * 6
+
+
+class TaggedPlan:
+    """A schedule bound to concrete buffers for nonblocking calls: the views, reductions
+    and MPI buffer specs of every step made once, the messages posted per call with
+    the call's own tag.
+
+    Persistent requests fix their tag, and outstanding nonblocking operations
+    need distinct tags, so a nonblocking call posts ``Irecv``/``Isend`` per
+    step; what it saves against the generator is the rest (buffer wrapping,
+    slicing, block offsets, request wrappers: 1 KiB ``iallreduce().wait()``
+    at 2 ranks took 37 us through the generator).
+
+    Parameters
+    ----------
+    tr, schedule, src, dst, ufunc, divisor :
+        As :class:`Plan` (the caller owns ``dst``).
+
+    Attributes
+    ----------
+    nbytes, nbytes_sent, messages :
+        As :class:`Plan`.
+    """
+
+    __slots__ = ("steps", "nbytes", "nbytes_sent", "messages", "_tr")
+
+    def __init__(self, tr, schedule: Schedule, src: np.ndarray, dst: np.ndarray, ufunc,
+                 divisor: int = 0) -> None:
+        self.nbytes = dst.nbytes
+        self.nbytes_sent = 0
+        steps = []
+        for sbuf, dest, rbuf, source, ops in _bind(schedule, src, dst, ufunc, divisor, False):
+            self.nbytes_sent += sbuf.nbytes
+            steps.append((tr.buffer_spec(sbuf), dest, tr.buffer_spec(rbuf), source, rbuf.nbytes,
+                          ops))
+        self.steps = tuple(steps)
+        self.messages = len(steps)
+        self._tr = tr
+
+    def gen(self, tag: int, cache: "PlanCache", key):
+        """Generator running the schedule once with messages of ``tag``: yields the
+        pending requests of each step (as :class:`~hpcbench.collectives.transport.P2PRequest`),
+        counts its sends and gives the plan back to ``cache`` under ``key`` at the end
+        (a run that raises drops it)."""
+        comm = self._tr.comm
+        for sspec, dest, rspec, source, nbytes, ops in self.steps:
+            rq = comm.Irecv(rspec, source, tag)
+            sq = comm.Isend(sspec, dest, tag)
+            if not (rq.Test() and sq.Test()):
+                yield [P2PRequest(rq, nbytes), P2PRequest(sq, nbytes)]
+            for f, a, b, out in ops:
+                f(a, b, out=out)
+        self._tr.count(self.nbytes_sent, self.messages)
+        cache.keep(key, self, _NO_CALL)
+
+    def free(self) -> None:
+        """Nothing to free (no persistent requests); for :class:`PlanCache`."""
 
 
 def _spans(st: Step):

@@ -115,6 +115,12 @@ class Transport:
         return (self.comm.Recv_init(_mpi_buffer(recvbuf), source, tag),
                 self.comm.Send_init(_mpi_buffer(sendbuf), dest, tag))
 
+    @staticmethod
+    def buffer_spec(buf: np.ndarray) -> list:
+        """The buffer spec :meth:`isend` and :meth:`irecv` give MPI for ``buf``, for callers
+        that post the same buffers many times (``comm.Isend(spec, ...)``)."""
+        return _mpi_buffer(buf)
+
     def count(self, nbytes: int, messages: int) -> None:
         """Add sends made outside :meth:`isend` (started persistent requests) to the counters."""
         self.bytes_sent += nbytes

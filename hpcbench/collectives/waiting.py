@@ -1,4 +1,5 @@
-"""How a collective waits for a message: spin as long as a sleep would cost, then sleep.
+"""How a collective waits for a message: spin (yielding the core) as long as a sleep would
+cost, or as long as the operation's bytes take to move, then sleep.
 
 Why not a fixed short spin. A waiting rank that sleeps gives its core away;
 on a loaded node (other jobs, or 64 ranks on 2 cores) it gets it back only
@@ -19,33 +20,55 @@ assumed: every shortest sleep (the first of a wait) is timed and a moving
 average of its wall duration, :data:`SLEEP_COST`, is the spin budget, at
 least ``SPIN_MIN_S``. On an idle node a sleep costs ~60-80 us and ranks spin
 about that long. Where a short sleep costs more than ``SPIN_MAX_S`` (0.5 ms)
-the sleeper waited for a core: the node runs more threads than cores, the
-peer a rank waits for may need the core the spinner holds, and the
-competitive argument (which takes the wait as independent of the waiter)
-fails; there waits spin only ``SPIN_MIN_S`` and then sleep, so the peer runs.
-Before, the budget grew with the sleep cost up to 2 ms, exactly where
-spinning hurts most: at load average 25-40 on the 2 cores, ring allreduce at
-``-np 2`` took 22-30 ms (p50) at 1-64 KiB against 6-8.5 ms with the short
-spin, and at ``-np 8`` 58 and 279 ms at 1 and 64 KiB against 18 and 64 ms
-(``MPI_Allreduce``, which spins, 7-27 ms). Waits longer than the budget
-sleep (growing to ``max_s``), so an oversubscribed rank that waits long
-costs no CPU. The spin does not call ``sched_yield``:
-on a node shared with other jobs a yield hands the core to another process
-for its whole time slice, which costs as much as the sleep it was to avoid.
+the sleeper waited for a core: the node runs more threads than cores, and
+there the sleep-cost part of the budget is only ``SPIN_MIN_S`` (at load
+average 25-40 on the 2 cores, a budget growing with the sleep cost up to
+2 ms made ring allreduce at ``-np 2`` take 22-30 ms at 1-64 KiB against
+6-8.5 ms with the short spin). Waits longer than the budget sleep (growing
+to ``max_s``), so a rank that waits long costs no CPU.
+
+Large transfers. The competitive argument takes the wait as independent of
+the waiter, and a large message breaks that: MPICH moves a shared-memory
+message above its eager size by a rendezvous, and the receiver copies the
+bytes (``process_vm_readv``) inside one of its own polls; the sender's
+request completes only when it polls again and sees the receiver's
+acknowledgement. A rank asleep while its segments are in flight stalls its
+peer too. So a wait inside an operation of ``nbytes`` bytes spins at least
+``nbytes /`` :data:`SPIN_RATE_BPS` (1 GB/s, at most
+:data:`SPIN_BYTES_MAX_S`). Without it (``git bisect``: since the spin became
+a time budget of 200 us, later the sleep cost, instead of 200 polls, each of
+which could be a whole copy), ring allreduce at ``-np 2`` took 12-16 ms at
+16 MiB against MPI's 5-8 ms; with it, 0.6-0.8x MPI's time
+(docs/collectives.md).
+
+Yielding. Every poll of the spin is followed by ``sched_yield``, as MPICH's
+own waits do (``strace -c``: about 4,000 calls in 25 16 MiB
+``MPI_Allreduce`` at ``-np 2``, 22,500 at ``-np 4`` on 2 cores). Where
+nothing else is runnable on the core the call returns at once; where a peer
+rank waits for the core (4 ranks on 2 cores), it runs now instead of after
+the spinner's time slice or sleep. Measured at ``-np 4`` on 2 cores
+(same process, interleaved): ring 1 KiB 6.3x -> 1.5x MPI's p50, 1 MiB 5.0x
+-> 0.8x, 16 MiB 1.7x -> 0.7x; at ``-np 2`` no difference beyond noise.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX_S",
-           "wait_mpi"]
+           "SPIN_RATE_BPS", "SPIN_BYTES_MAX_S", "wait_mpi"]
 
 #: shortest and longest spin budget of a wait, in seconds; a node where a short sleep costs
 #: more than ``SPIN_MAX_S`` is oversubscribed, and waits there spin only ``SPIN_MIN_S``
 SPIN_MIN_S, SPIN_MAX_S = 5e-5, 5e-4
+#: a wait inside an operation of ``b`` bytes spins at least ``b / SPIN_RATE_BPS`` seconds (bytes/s:
+#: the slowest copy-and-reduce rate of a shared-memory peer worth spinning for) ...
+SPIN_RATE_BPS = 1e9
+#: ... but at most this long, in seconds
+SPIN_BYTES_MAX_S = 5e-3
 
 
 class SleepCost:
@@ -85,21 +108,41 @@ class SleepCost:
         self.value_s += self.weight * (took - self.value_s)
         return took
 
-    def spin_budget(self) -> float:
+    def spin_budget(self, nbytes: int = 0) -> float:
         """Seconds a waiter should spin before it sleeps.
 
         The estimate, at least :data:`SPIN_MIN_S`, while it is at most
         :data:`SPIN_MAX_S`; above that, :data:`SPIN_MIN_S`: a short sleep that
         costs more than half a millisecond waited for a core, the node runs
         more threads than cores, and spinning would delay the peer that the
-        waiter waits for (measurements in the module docstring).
+        waiter waits for (measurements in the module docstring). A wait
+        inside an operation of ``nbytes`` bytes spins at least ``nbytes /``
+        :data:`SPIN_RATE_BPS`, up to :data:`SPIN_BYTES_MAX_S`: the waiter's
+        polls are part of a large transfer (module docstring).
+
+        Parameters
+        ----------
+        nbytes : int
+            Payload bytes of the operation waited in (0: unknown, or none).
+
+        Returns
+        -------
+        float
+            Seconds.
         """
         v = self.value_s
-        return SPIN_MIN_S if v > SPIN_MAX_S else max(v, SPIN_MIN_S)
+        base = SPIN_MIN_S if v > SPIN_MAX_S else max(v, SPIN_MIN_S)
+        if nbytes > 0:
+            return max(base, min(nbytes / SPIN_RATE_BPS, SPIN_BYTES_MAX_S))
+        return base
 
 
 #: the process-wide estimate shared by every wait of the collectives
 SLEEP_COST = SleepCost()
+
+#: ``sched_yield`` between the polls of a spin (module docstring); a no-op where the
+#: platform has none
+_yield = getattr(os, "sched_yield", lambda: None)
 
 
 class TwoPhaseBackoff(Backoff):
@@ -112,13 +155,18 @@ class TwoPhaseBackoff(Backoff):
         Sleep schedule after the spin, in seconds (``0 < first_s <= max_s``).
     cost : SleepCost, optional
         The estimate to read and update (default :data:`SLEEP_COST`).
+    nbytes : int
+        Payload bytes of the operation whose waits this schedules (its
+        buffer); the spin budget grows with them (:meth:`SleepCost.spin_budget`).
     """
 
-    __slots__ = ("_cost", "_spin_until")
+    __slots__ = ("_cost", "_spin_until", "nbytes")
 
-    def __init__(self, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost | None = None) -> None:
+    def __init__(self, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost | None = None,
+                 nbytes: int = 0) -> None:
         self._cost = cost or SLEEP_COST
         self._spin_until = None
+        self.nbytes = nbytes
         super().__init__(spin=0, first_s=first_s, max_s=max_s)
 
     def reset(self) -> None:
@@ -127,11 +175,13 @@ class TwoPhaseBackoff(Backoff):
         self._spin_until = None
 
     def pause(self) -> None:
-        """Return at once within the spin budget of this wait; then sleep (timing the first sleep)."""
+        """Within the spin budget of this wait, yield the core (``sched_yield``) and return;
+        then sleep (timing the first sleep)."""
         now = time.perf_counter()
         if self._spin_until is None:
-            self._spin_until = now + self._cost.spin_budget()
+            self._spin_until = now + self._cost.spin_budget(self.nbytes)
         if now < self._spin_until:
+            _yield()
             return
         if self._sleep_s == self.first_s:
             self._cost.sleep(self._sleep_s)
@@ -140,14 +190,15 @@ class TwoPhaseBackoff(Backoff):
         self._sleep_s = min(self._sleep_s * 2.0, self.max_s)
 
 
-def wait_mpi(reqs, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost | None = None) -> None:
+def wait_mpi(reqs, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost | None = None,
+             nbytes: int = 0) -> None:
     """Complete raw ``mpi4py.MPI.Request`` objects with the two-phase schedule, allocation-free
     while they complete during the spin.
 
     The waiting path of the persistent plans (:mod:`hpcbench.collectives.persistent`):
     each request is tested in turn (``Test`` on a completed request turns it
     into ``REQUEST_NULL``, or a persistent one inactive, which tests true
-    again at no cost), back to back for the spin budget of
+    again at no cost), with ``sched_yield`` between the tests for the spin budget of
     ``cost`` (:meth:`SleepCost.spin_budget`), then with sleeps from ``first_s``
     doubling to ``max_s``, the first of them timed into ``cost``; the schedule
     starts again for the next request once one completes. The policy of
@@ -164,15 +215,19 @@ def wait_mpi(reqs, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost |
         Sleep schedule after the spin, in seconds.
     cost : SleepCost, optional
         The estimate to read and update (default :data:`SLEEP_COST`).
+    nbytes : int
+        Payload bytes of the operation the requests belong to (the spin
+        budget grows with them, :meth:`SleepCost.spin_budget`).
     """
     for q in reqs:
         if q.Test():
             continue
         cost = cost or SLEEP_COST
-        spin_until = time.perf_counter() + cost.spin_budget()
+        spin_until = time.perf_counter() + cost.spin_budget(nbytes)
         sleep_s = first_s
         while not q.Test():
             if time.perf_counter() < spin_until:
+                _yield()
                 continue
             if sleep_s == first_s:
                 cost.sleep(sleep_s)

@@ -60,7 +60,7 @@ from hpcbench.fl.emulation import _META, _STOP_TAG, Emulation, Summary, assign_c
 from hpcbench.fl.output import TASK_COLUMNS, UPDATE_COLUMNS
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.lifecycle import fault_point
-from hpcbench.runtime.wait import Backoff, sleep_waitall
+from hpcbench.runtime.wait import Backoff, sleep_wait_streams
 
 __all__ = ["AsyncEmulation"]
 
@@ -73,8 +73,8 @@ class AsyncEmulation(Emulation):
     ``b`` of the synchronous rotation.
     """
 
-    def __init__(self, cfg, comm, dataset, model, clock, aggregator) -> None:
-        super().__init__(cfg, comm, dataset, model, clock, aggregator)
+    def __init__(self, cfg, comm, dataset, model, clock, aggregator, server_model=None) -> None:
+        super().__init__(cfg, comm, dataset, model, clock, aggregator, server_model)
         section = cfg.asynchronous
         self.concurrency = section.concurrency or math.ceil(cfg.participants * cfg.overcommitment)
         self.buffer_size = section.buffer_size or cfg.participants
@@ -116,7 +116,7 @@ class AsyncEmulation(Emulation):
             return None
         models = np.empty((int(ctrl[1]), self.num_params), dtype=np.float32)
         if ctrl[0]:
-            sleep_waitall(irecv_chunked(self.comm, models, 0, 3 * batch + 1), Backoff(max_s=1e-3))
+            sleep_wait_streams([irecv_chunked(self.comm, models, 0, 3 * batch + 1)], Backoff(max_s=1e-3))
         return ctrl, models
 
     def _execute(self, batch: int, stop_req) -> bool:
@@ -125,12 +125,9 @@ class AsyncEmulation(Emulation):
         if work is None:
             return False
         ctrl, models = work
-        block, _, _ = self._train_tasks(ctrl, models)
+        _, deltas, meta = self._train_tasks(ctrl, models)
         if ctrl[0]:
-            sends = isend_chunked(self.comm, block, 0, 3 * batch + 2)
-            if self._signal_wakeups:
-                self.waker.wake(0)
-            sleep_waitall(sends)
+            self._send_results(meta, deltas, 3 * batch + 2)
         return True
 
     def _run_batch(self, batch: int, update, versions: dict):
@@ -147,13 +144,18 @@ class AsyncEmulation(Emulation):
                 blocks[0] = (mine,) + self._train_tasks(ctrl, models)[1:]
                 continue
             keep += [ctrl, models]
-            reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * batch))
+            stream = [self.comm.Isend(ctrl, dest=rank, tag=3 * batch)]
             if len(mine):
-                reqs += isend_chunked(self.comm, models, rank, 3 * batch + 1)
+                stream += isend_chunked(self.comm, models, rank, 3 * batch + 1)
+            reqs.append(stream)
         if self._signal_wakeups:
             for rank in plan:
                 self.waker.wake(rank)
-        self._collect(plan, 3 * batch + 2, blocks, reqs)
+        for rank, mine in plan.items():
+            if rank != 0 and len(mine):
+                _, d, m = self._result_block(len(mine))
+                blocks[rank] = (mine, d, m)
+        self._collect(plan, 3 * batch + 2, {rank: (m, d) for rank, (_, d, m) in blocks.items()}, reqs)
         position = {k: i for i, k in enumerate(numbers.tolist())}
         ranks = np.full(len(numbers), -1, np.int32)
         deltas = np.empty((len(numbers), self.num_params), np.float32)

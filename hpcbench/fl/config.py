@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Mapping, Union
 
-from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config_async import AsyncConfig
@@ -170,6 +170,15 @@ class FLConfig(_Strict):
     below ``min_learning_rate`` (``decay_factor: 1``, the default, keeps it
     constant; FedScale uses 0.98).
 
+    ``client_training: auto`` (the default) resolves, at validation, to
+    ``numpy`` where the torch-free engine trains the job (a model with a
+    numpy twin, ``mode: sync``, no compression, ``traces.compute_cost:
+    trace``, an aggregator whose client-side term has a numpy gradient) and
+    to ``sequential`` otherwise; the validated config, and so the results
+    file, holds the engine chosen, and :attr:`engine_chosen` says that it was
+    chosen. Versions before ``auto`` ran ``sequential`` unless told otherwise:
+    ``client_training: sequential`` gives their bits.
+
     ``mode``: ``sync`` (synchronous rounds) or ``async`` (FedBuff, settings in
     ``asynchronous``; see :mod:`hpcbench.fl.asynchronous`), where FedBuff's
     buffered sum goes to the configured aggregator as its pseudo-gradient
@@ -200,8 +209,8 @@ class FLConfig(_Strict):
     """client SGD learning rate"""
     momentum: float = Field(0.0, ge=0, lt=1)
     """client SGD momentum"""
-    client_training: Literal["sequential", "batched", "numpy"] = "sequential"
-    """sequential: one client at a time (same bits at any -np); batched: vmapped together, not bit-identical; numpy: torch-free engine (mlp/logreg, sync), no rank imports torch"""
+    client_training: Literal["auto", "sequential", "batched", "numpy"] = "auto"
+    """auto: numpy where the job allows it, else sequential (the engine chosen is what the results file records); numpy: torch-free engine (mlp/logreg, sync, uncompressed), no rank imports torch; sequential: one torch model per client, one after another (the bits of versions before auto); batched: vmapped together, not bit-identical"""
     decay_factor: float = Field(1.0, gt=0, le=1)
     """client learning rate x this every decay_round rounds (1: constant; FedScale 0.98)"""
     decay_round: int = Field(10, ge=1, le=1_000_000)
@@ -238,6 +247,13 @@ class FLConfig(_Strict):
     checkpoint: str = Field("{output}.ckpt", min_length=1)
     """checkpoint file; {output} (the results file) and {job_name} are filled in; --resume FILE continues it"""
 
+    _engine_chosen: bool = PrivateAttr(False)
+
+    @property
+    def engine_chosen(self) -> bool:
+        """True when ``client_training`` was ``auto`` and validation chose the engine it now holds."""
+        return self._engine_chosen
+
     @model_validator(mode="after")
     def _check(self):
         if self.participants > self.dataset.num_clients and self.dataset.name == "digits":
@@ -255,8 +271,11 @@ class FLConfig(_Strict):
         if self.client_training == "batched" and (self.mode != "sync" or model_kind != "features"):
             raise ValueError(f"client_training 'batched' needs mode 'sync' and a model reading feature vectors "
                              f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
-        if self.client_training == "numpy":
-            self._check_numpy_engine()
+        if self.client_training == "auto":  # frozen model: set the resolved engine once, here
+            object.__setattr__(self, "client_training", "sequential" if self.numpy_engine_problems() else "numpy")
+            self._engine_chosen = True
+        elif self.client_training == "numpy" and self.numpy_engine_problems():
+            raise ValueError("client_training 'numpy' does not support " + "; ".join(self.numpy_engine_problems()))
         work = sample_gradients(self)
         if work > MAX_SAMPLE_GRADIENTS:
             per = "asynchronous.buffer_size" if self.mode == "async" else "ceil(participants x overcommitment)"
@@ -267,8 +286,13 @@ class FLConfig(_Strict):
                              f"(months to years of training); lower rounds, local_steps or batch_size")
         return self
 
-    def _check_numpy_engine(self) -> None:
-        """Refuse settings the torch-free engine (:mod:`hpcbench.fl.numpy_training`) does not implement."""
+    def numpy_engine_problems(self) -> list[str]:
+        """The settings the torch-free engine (:mod:`hpcbench.fl.numpy_training`) does not implement.
+
+        Empty when it can train the job; then a rank that trains no client
+        (rank 0 of a multi-rank job) needs no torch whatever the engine
+        (:func:`hpcbench.fl.setup.uses_torch`).
+        """
         problems = []
         if self.mode != "sync":
             problems.append(f"mode {self.mode!r} (needs 'sync')")
@@ -284,8 +308,7 @@ class FLConfig(_Strict):
         aggregator = AGGREGATORS[self.aggregator.name](self.aggregator)
         if aggregator.client_regulariser() is not None and aggregator.client_regulariser_gradient() is None:
             problems.append(f"aggregator {self.aggregator.name!r} (its client-side term has no numpy gradient)")
-        if problems:
-            raise ValueError("client_training 'numpy' does not support " + "; ".join(problems))
+        return problems
 
 
 def flatten_keys(model: type[BaseModel] = FLConfig, prefix: str = "") -> list[str]:

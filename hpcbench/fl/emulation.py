@@ -27,7 +27,8 @@ client never changes its result.
 
 Torch is imported only by the torch engines (``client_training``
 ``sequential`` or ``batched``); with ``numpy``
-(:mod:`hpcbench.fl.numpy_training`) no rank imports it.
+(:mod:`hpcbench.fl.numpy_training`) no rank imports it. The results tables
+(and with them h5py) are imported by rank 0 alone, which writes them.
 """
 
 from __future__ import annotations
@@ -46,12 +47,11 @@ from mpi4py import MPI
 
 from hpcbench.fl.contracts import (STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER, ClientUpdates,
                                    RoundFeedback)
-from hpcbench.fl.output import CLIENT_COLUMNS, RANK_COLUMNS, ROUND_COLUMNS, STATUS_AGGREGATED
 from hpcbench.fl.training_result import decayed_learning_rate
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import fault_point
-from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_waitall
+from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_wait_streams, sleep_waitall
 from hpcbench.runtime.wakeup import Waker
 
 __all__ = ["assign_clients", "Emulation", "Summary"]
@@ -61,33 +61,45 @@ _META = 6  # num_examples, train_loss, train_wall_s, train_cpu_s, utility, globa
 
 
 def assign_clients(client_ids: np.ndarray, work: np.ndarray, executors: list[int]) -> dict[int, np.ndarray]:
-    """Balance clients over executors by expected work (longest processing time first).
+    """Split the clients, in ascending id order, into one contiguous run per executor, balanced by work.
 
-    Clients are taken in decreasing ``work`` (ties: ascending id) and each goes
-    to the executor with the least assigned work (ties: lowest rank), which
-    keeps the makespan within 4/3 of optimal (Graham 1969).
+    With ``W`` the total expected work and ``k`` executors, client ``i`` (in
+    id order) goes to run ``floor(k * (W_before_i + work_i / 2) / W)``: the
+    run whose ``1/k`` share of the work holds the client's midpoint, so a
+    run's work is at most ``W / k + max(work)``. Run ``j`` goes to
+    ``executors[j]``, so the runs, taken in the order of ``executors``, list
+    the clients in ascending id order: the aggregator receives each
+    executor's updates straight into its rows of the round's id-ordered
+    update matrix, with no reordering copy. (Until this version the clients
+    were dealt out longest-first, Graham's LPT rule, which interleaved the
+    executors' ids; which executor trains a client never changes its result.)
 
     Parameters
     ----------
     client_ids : ndarray of shape (m,), int64
+        Distinct ids.
     work : ndarray of shape (m,)
-        Expected cost of each client (e.g. examples processed).
+        Expected cost of each client (e.g. examples processed), >= 0; all
+        zero counts every client as one.
     executors : list of int
         Executor ranks.
 
     Returns
     -------
     dict of int to ndarray
-        Executor rank to its client ids, ascending.
+        Executor rank to its client ids (int64, ascending), in the order of
+        ``executors``; a run may be empty.
     """
-    heap = [(0.0, rank) for rank in executors]
-    heapq.heapify(heap)
-    out: dict[int, list[int]] = {rank: [] for rank in executors}
-    for i in np.lexsort((client_ids, -np.asarray(work, dtype=np.float64))):
-        load, rank = heapq.heappop(heap)
-        out[rank].append(int(client_ids[i]))
-        heapq.heappush(heap, (load + float(work[i]), rank))
-    return {rank: np.sort(np.asarray(ids, dtype=np.int64)) for rank, ids in out.items()}
+    order = np.argsort(client_ids, kind="stable")
+    ids = np.asarray(client_ids, dtype=np.int64)[order]
+    w = np.asarray(work, dtype=np.float64)[order]
+    if len(w) and w.sum() <= 0:
+        w = np.ones(len(w))
+    k = len(executors)
+    cum = np.cumsum(w)
+    run = np.minimum((k * (cum - w / 2) / cum[-1]).astype(np.int64), k - 1) if len(w) else np.zeros(0, np.int64)
+    cuts = np.searchsorted(run, np.arange(k + 1))
+    return {rank: ids[cuts[j]:cuts[j + 1]] for j, rank in enumerate(executors)}
 
 
 @dataclass
@@ -119,9 +131,12 @@ class Emulation:
         rank feeds back every round's per-client outcome.
     aggregator : hpcbench.fl.contracts.Aggregator
         Server optimizer (its client-side term, if any, is applied by the executors).
+    server_model : torch.nn.Module or hpcbench.fl.models.numpy_mlp.NumpyMLP, optional
+        The model rank 0 takes the initial parameters from and evaluates
+        (:attr:`hpcbench.fl.setup.Setup.server_model`); default ``model``.
     """
 
-    def __init__(self, cfg, comm: MPI.Comm, dataset, model, clock, aggregator) -> None:
+    def __init__(self, cfg, comm: MPI.Comm, dataset, model, clock, aggregator, server_model=None) -> None:
         self.cfg = cfg
         self.comm = comm
         self.rank = comm.rank
@@ -133,8 +148,11 @@ class Emulation:
         self.executors = list(range(1, self.size)) or [0]
         self._nodes = self._executor_nodes()
         self.waker = Waker(comm)
-        self._numpy = cfg.client_training == "numpy"
-        self.num_params = model.num_parameters if self._numpy else sum(p.numel() for p in model.parameters())
+        self._numpy = cfg.client_training == "numpy"  # the engine this rank trains clients with
+        self.server_model = model if server_model is None else server_model
+        self._torch = hasattr(self.server_model, "parameters")  # a torch module, not a numpy twin
+        self.num_params = (sum(p.numel() for p in self.server_model.parameters()) if self._torch
+                           else self.server_model.num_parameters)
         self._model_buf = np.zeros(self.num_params, dtype=np.float32)
         self._cap = math.ceil(cfg.participants * cfg.overcommitment)
         self._trained = 0
@@ -196,7 +214,11 @@ class Emulation:
         return timing, assign_clients(ids, work, self.active_executors(round_))
 
     def _result_block(self, n: int):
-        """One byte buffer holding ``n`` clients' metadata then their updates (one transfer)."""
+        """One byte buffer holding ``n`` clients' metadata then their updates; returns it and both views.
+
+        The two views go as two transfers (:meth:`_send_results`), so that
+        the aggregator can receive them into rows of its own arrays.
+        """
         meta_bytes = n * _META * 8
         buf = np.empty(meta_bytes + n * self.num_params * 4, dtype=np.uint8)
         meta = buf[:meta_bytes].view(np.float64).reshape(n, _META)
@@ -227,37 +249,47 @@ class Emulation:
         self._train_wall += res.train_wall_s
         self._trained += 1
 
-    def _train(self, ids: np.ndarray, round_: int, global_flat: np.ndarray):
-        """Train clients ``ids`` of ``round_`` from ``global_flat`` (float32, shape (P,)) with the config's engine."""
-        buf, deltas, meta = self._result_block(len(ids))
+    def _train(self, ids: np.ndarray, round_: int, global_flat: np.ndarray, deltas: np.ndarray,
+               meta: np.ndarray) -> None:
+        """Train clients ``ids`` of ``round_`` from ``global_flat`` (float32, shape (P,)) with the config's engine.
+
+        Writes their updates into ``deltas`` (float32, (len(ids), P)) and
+        their ``_META`` rows into ``meta`` (float64, (len(ids), 6)), in the
+        order of ``ids``.
+        """
         lr = self.learning_rate(round_)
         if not len(ids):
-            return buf, deltas, meta
+            return
         if self._numpy:
             self._train_numpy(ids, round_, global_flat, lr, deltas, meta)
-            return buf, deltas, meta
+            return
         import torch
 
         global_flat = torch.from_numpy(global_flat)
         if self.cfg.client_training == "batched":
             self._train_batched(ids, round_, global_flat, lr, deltas, meta)
-            return buf, deltas, meta
+            return
         for i, cid in enumerate(ids):
             self._train_one(int(cid), round_, global_flat, lr, deltas[i], meta[i])
-        return buf, deltas, meta
+
+    def _send_results(self, meta: np.ndarray, deltas: np.ndarray, tag: int) -> None:
+        """Executor: send a result block to rank 0 (its metadata, then its updates, one stream) and wait."""
+        sends = isend_chunked(self.comm, meta, 0, tag) + isend_chunked(self.comm, deltas, 0, tag)
+        if self._signal_wakeups:
+            self.waker.wake(0)
+        sleep_wait_streams([sends])
 
     def _train_numpy(self, ids: np.ndarray, stream: int, global_flat: np.ndarray, lr: float,
                      deltas: np.ndarray, meta: np.ndarray) -> None:
         """``client_training: numpy``: train all of ``ids`` in numpy (:mod:`hpcbench.fl.numpy_training`)."""
-        from hpcbench.fl.numpy_training import batch_indices, client_rng, train_clients_numpy
+        from hpcbench.fl.numpy_training import client_rng, train_clients_numpy
 
         cfg = self.cfg
         shards = [self.dataset.shard_arrays(int(c)) for c in ids]
-        indices = [batch_indices(len(y), min(cfg.batch_size, len(y)), cfg.local_steps,
-                                 client_rng(cfg.seed, stream, int(c))) for c, (_, y) in zip(ids, shards)]
+        rngs = [client_rng(cfg.seed, stream, int(c)) for c in ids]
         results = train_clients_numpy(self.model, global_flat, shards, cfg.local_steps, cfg.batch_size, lr,
-                                      cfg.momentum, indices, self.aggregator.client_regulariser_gradient(),
-                                      self.aggregator.needs_global_loss, out=deltas)
+                                      cfg.momentum, None, self.aggregator.client_regulariser_gradient(),
+                                      self.aggregator.needs_global_loss, out=deltas, rngs=rngs)
         self._store(results, deltas, meta, copy=False)
 
     def _store(self, results: list, deltas: np.ndarray, meta: np.ndarray, copy: bool = True) -> None:
@@ -293,22 +325,24 @@ class Emulation:
         executor needs no other rank to forward anything, so a rank that is
         descheduled on an oversubscribed node delays only itself. The model
         goes in eager-sized pieces (:mod:`hpcbench.runtime.chunked`), so the
-        sends complete without waiting for executors to wake up.
+        sends complete without waiting for executors to wake up. Returns one
+        stream of requests per executor (for :func:`sleep_wait_streams`).
         """
-        reqs = []
+        streams = []
         for rank, ids in plan.items():
             if rank == 0:
                 continue
             ctrl = np.zeros(1 + self._cap, dtype=np.int64)
             ctrl[0] = len(ids)
             ctrl[1:1 + len(ids)] = ids
-            reqs.append(self.comm.Isend(ctrl, dest=rank, tag=3 * round_))
+            reqs = [self.comm.Isend(ctrl, dest=rank, tag=3 * round_)]
             if len(ids):
                 reqs += isend_chunked(self.comm, params, rank, 3 * round_ + 1)
+            streams.append(reqs)
         if self._signal_wakeups:  # after every send: a woken executor may preempt this rank
             for rank in plan:
                 self.waker.wake(rank)
-        return reqs
+        return streams
 
     def _stop_executors(self) -> None:
         """Aggregator: tell every executor the job is over (after the last round, or at the target)."""
@@ -345,24 +379,24 @@ class Emulation:
             return None
         if ctrl[0] == 0:
             return np.zeros(0, np.int64)
-        sleep_waitall(irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1), Backoff(max_s=1e-3))
+        sleep_wait_streams([irecv_chunked(self.comm, self._model_buf, 0, 3 * round_ + 1)], Backoff(max_s=1e-3))
         return ctrl[1:1 + ctrl[0]].copy()
 
-    def _collect(self, plan, tag: int, blocks: dict, pending: list) -> None:
-        """Aggregator: receive every planned executor's result block on ``tag`` into ``blocks``.
+    def _collect(self, plan, tag: int, dest: dict, pending: list) -> None:
+        """Aggregator: receive every planned executor's results on ``tag`` into ``dest[rank] = (meta, deltas)``.
 
-        ``blocks[rank] = (its ids, deltas, meta)``; sleeps until those and the
-        ``pending`` requests (the round's sends) complete.
+        ``meta`` and ``deltas`` are C-contiguous arrays of ``len(plan[rank])``
+        rows (views of the caller's arrays); sleeps until they and the
+        ``pending`` streams of requests (the round's sends) complete.
         """
-        reqs = list(pending)
+        streams = list(pending)
         for rank, ids in plan.items():
             if rank == 0 or not len(ids):
                 continue
-            buf, d, m = self._result_block(len(ids))
-            reqs += irecv_chunked(self.comm, buf, rank, tag)
-            blocks[rank] = (ids, d, m)
+            meta, deltas = dest[rank]
+            streams.append(irecv_chunked(self.comm, meta, rank, tag) + irecv_chunked(self.comm, deltas, rank, tag))
         wakeable = self._signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
-        sleep_waitall(reqs, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
+        sleep_wait_streams(streams, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
 
     # -- compression (rank 0) ---------------------------------------------------------------
     def broadcast_model(self, params: np.ndarray) -> np.ndarray:
@@ -463,10 +497,12 @@ class Emulation:
         params = None
         if self.rank == 0:
             params = self.initial_parameters()
+            from hpcbench.fl.output import CLIENT_COLUMNS, ROUND_COLUMNS
+
             rounds_tab = results.table("rounds", ROUND_COLUMNS, "one row per round") if results else None
             clients_tab = results.table("clients", CLIENT_COLUMNS, "one row per selected client per round") \
                 if results else None
-            x_test, y_test = self.dataset.test_arrays() if self._numpy else self.dataset.test_set()
+            x_test, y_test = self.dataset.test_set() if self._torch else self.dataset.test_arrays()
             tables = {"rounds": rounds_tab, "clients": clients_tab}
         stop = False
         if self.rank == 0 and self.resume is not None:
@@ -484,30 +520,30 @@ class Emulation:
                 mine = self._receive_work(round_, stop_req)
                 if mine is None:
                     break
-                block, _, _ = self._train(mine, round_, self._model_buf)
+                _, deltas, meta = self._result_block(len(mine))
+                self._train(mine, round_, self._model_buf, deltas, meta)
                 if len(mine):
-                    sends = isend_chunked(self.comm, block, 0, 3 * round_ + 2)
-                    if self._signal_wakeups:
-                        self.waker.wake(0)
-                    sleep_waitall(sends)
+                    self._send_results(meta, deltas, 3 * round_ + 2)
                 continue
             if stop:
                 break
             timing, plan = self._plan(round_)
             sent = self.broadcast_model(params)
             sends = self._dispatch(round_, sent, plan)
-            mine = plan.get(0, np.zeros(0, np.int64))
-            _, deltas, meta = self._train(mine, round_, sent)
-            # aggregator: gather every executor's block, order by client id, aggregate
-            blocks = {0: (mine, deltas, meta)} if len(mine) else {}
-            self._collect(plan, 3 * round_ + 2, blocks, sends)
-            ids_all = np.concatenate([b[0] for b in blocks.values()] or [np.zeros(0, np.int64)])
-            ranks_all = np.concatenate([np.full(len(b[0]), r, np.int32) for r, b in blocks.items()]
-                                       or [np.zeros(0, np.int32)])
-            order = np.argsort(ids_all, kind="stable")
-            ids_all, ranks_all = ids_all[order], ranks_all[order]
-            deltas_all = self._in_order(blocks, 1, order, self.num_params, np.float32)
-            meta_all = self._in_order(blocks, 2, order, _META, np.float64)
+            # the plan's runs, in executor order, list the clients in ascending id order: each
+            # executor's results land straight in its rows of the round's id-ordered arrays
+            ids_all = np.concatenate([np.zeros(0, np.int64), *plan.values()])
+            ranks_all = np.concatenate([np.zeros(0, np.int32)]
+                                       + [np.full(len(ids), r, np.int32) for r, ids in plan.items()])
+            deltas_all = np.empty((len(ids_all), self.num_params), np.float32)
+            meta_all = np.empty((len(ids_all), _META))
+            dest, pos = {}, 0
+            for rank, ids in plan.items():
+                dest[rank] = (meta_all[pos:pos + len(ids)], deltas_all[pos:pos + len(ids)])
+                pos += len(ids)
+            if 0 in plan:
+                self._train(plan[0], round_, sent, dest[0][1], dest[0][0])
+            self._collect(plan, 3 * round_ + 2, dest, sends)
             up_bytes = self.encode_updates(ids_all, deltas_all)
             train_loss = math.nan
             if len(ids_all):  # a round where every client dropped out leaves the model as it was
@@ -532,29 +568,11 @@ class Emulation:
 
     def initial_parameters(self) -> np.ndarray:
         """The initial global model as a new flat float32 array of shape (P,)."""
-        if self._numpy:
-            return self.model.initial.copy()
+        if not self._torch:
+            return self.server_model.initial.copy()
         from hpcbench.fl.models import flat_parameters
 
-        return flat_parameters(self.model).numpy().copy()
-
-    @staticmethod
-    def _in_order(blocks: dict, field: int, order: np.ndarray, width: int, dtype) -> np.ndarray:
-        """Rows ``field`` of every block, stacked in ``order`` (client id order), written once.
-
-        The same array as ``np.concatenate(rows)[order]`` without the
-        intermediate concatenation (one round's updates, 25 MB at 1,300
-        digits clients, allocated once instead of twice).
-        """
-        parts = [b[field] for b in blocks.values()]
-        out = np.empty((len(order), width), dtype=dtype)
-        dest = np.empty_like(order)
-        dest[order] = np.arange(len(order))
-        pos = 0
-        for part in parts:
-            out[dest[pos:pos + len(part)]] = part
-            pos += len(part)
-        return out
+        return flat_parameters(self.server_model).numpy().copy()
 
     def _evaluate(self, step: int, params: np.ndarray, vtime_s: float, test_set, summary: Summary, results,
                   t0: float) -> tuple[float, float, bool]:
@@ -566,16 +584,16 @@ class Emulation:
         cfg = self.cfg
         if step % cfg.eval_interval and step != cfg.rounds:
             return math.nan, math.nan, False
-        if self._numpy:
+        if not self._torch:
             from hpcbench.fl.numpy_training import evaluate_numpy
 
-            acc, loss = evaluate_numpy(self.model, params, *test_set)
+            acc, loss = evaluate_numpy(self.server_model, params, *test_set)
         else:
             import torch
 
             from hpcbench.fl.training import evaluate
 
-            acc, loss = evaluate(self.model, torch.from_numpy(params), *test_set)
+            acc, loss = evaluate(self.server_model, torch.from_numpy(params), *test_set)
         summary.final_accuracy = acc
         if acc < cfg.target_accuracy or summary.rounds_to_accuracy >= 0:
             return acc, loss, False
@@ -616,6 +634,8 @@ class Emulation:
 
     def _record(self, rounds_tab, clients_tab, round_, timing, ids_all, ranks_all, meta_all, utility,
                 acc, loss, train_loss, wall, round_wall, up_bytes) -> None:
+        from hpcbench.fl.output import STATUS_AGGREGATED
+
         m = len(timing.client_ids)
         rank_of = np.full(m, -1, np.int32)
         loss_c = np.full(m, math.nan)
@@ -630,8 +650,8 @@ class Emulation:
         up_c[pos] = up_bytes
         clients_tab.append({
             "round": np.full(m, round_), "client_id": timing.client_ids, "executor_rank": rank_of,
-            "status": [STATUS_AGGREGATED if a else STATUS_DROPPED if d else STATUS_STRAGGLER
-                       for a, d in zip(timing.aggregated, timing.dropped)],
+            "status": np.where(timing.aggregated, STATUS_AGGREGATED,
+                               np.where(timing.dropped, STATUS_DROPPED, STATUS_STRAGGLER)),
             "compute_s": timing.compute_s, "communication_s": timing.communication_s,
             "completion_s": timing.completion_s, "num_examples": self._sizes[timing.client_ids],
             "train_loss": loss_c, "train_wall_s": wall_c, "train_cpu_s": cpu_c, "utility": utility,
@@ -653,6 +673,8 @@ class Emulation:
         sleep_barrier(self.comm)
         rows = self.comm.gather(mine, root=0)
         if self.rank == 0 and results:
+            from hpcbench.fl.output import RANK_COLUMNS
+
             cols = list(zip(*rows))
             results.table("ranks", RANK_COLUMNS, "one row per MPI rank, at the end of the run").append(
                 {c.name: list(v) for c, v in zip(RANK_COLUMNS, cols)})

@@ -5,12 +5,27 @@ from __future__ import annotations
 __all__ = ["describe"]
 
 
+#: what each client-training engine is, in the header's words
+_ENGINES = {"numpy": "torch-free: no rank imports torch", "sequential": "torch, one client after another",
+            "batched": "torch vmap, an executor's clients at once"}
+
+
 def _trace(tc) -> str:
     return tc.format if tc.format == "none" else f"{tc.format} ({tc.path})"
 
 
+def _engine(cfg) -> str:
+    """The client-training line: the engine that runs, and whether ``client_training: auto`` chose it."""
+    name = cfg.client_training
+    line = f"  client training: {name} ({_ENGINES[name]})"
+    if cfg.engine_chosen:
+        line += (", chosen by client_training auto; --client_training sequential runs torch, with the bits of "
+                 "earlier versions" if name == "numpy" else ", chosen by client_training auto: the job needs torch")
+    return line
+
+
 def describe(cfg, output_path: str, world_size: int, source: str) -> str:
-    """A few lines naming the job's dataset, clients, strategies, traces and output, and how to change them.
+    """A few lines naming the job's dataset, clients, strategies, engine, traces and output, and how to change them.
 
     Parameters
     ----------
@@ -45,6 +60,7 @@ def describe(cfg, output_path: str, world_size: int, source: str) -> str:
         + (f" x {cfg.decay_factor} every {cfg.decay_round} rounds" if cfg.decay_factor != 1 else ""),
         f"  selector {cfg.selection.name}, aggregator {cfg.aggregator.name}, target accuracy "
         f"{cfg.target_accuracy} (evaluated every {cfg.eval_interval} rounds)",
+        _engine(cfg),
         f"  traces: device {_trace(t.device)}, bandwidth {_trace(t.bandwidth)}, "
         f"availability {_trace(t.availability)}",
         f"  output {output_path}",

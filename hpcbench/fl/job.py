@@ -131,7 +131,9 @@ class FLJob(Job):
     def prepare(self) -> None:
         from hpcbench.runtime.heap import fix_mmap_threshold
 
-        if self.cfg.client_training != "numpy":  # the numpy engine never imports torch
+        from hpcbench.fl.setup import uses_torch
+
+        if uses_torch(self.cfg, self.comm):  # torch only where a torch engine trains (or the job needs it)
             import torch
 
             torch.set_num_threads(1)
@@ -205,7 +207,7 @@ class FLJob(Job):
             from hpcbench.runtime.progress import progress_bar
             progress = progress_bar(cfg.rounds, cfg.job_name, "round", sys.stderr,
                                     initial=self.resume["step"] if self.resume else 0)
-        emu = loop(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator)
+        emu = loop(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator, setup.server_model)
         emu.uplink, emu.downlink = setup.uplink, setup.downlink
         if self.resume is not None:
             emu.resume, emu.resume_step = (self.resume if comm.rank == 0 else None), int(self.resume["step"])

@@ -60,8 +60,9 @@ def batch_indices(n: int, bs: int, local_steps: int, rng: np.random.Generator) -
 
 
 def train_clients_numpy(model, global_flat: np.ndarray, shards: list, local_steps: int, batch_size: int,
-                        learning_rate: float, momentum: float, indices: list, regulariser_gradient=None,
-                        global_loss: bool = False, out: np.ndarray | None = None) -> list[LocalResult]:
+                        learning_rate: float, momentum: float, indices: list | None = None,
+                        regulariser_gradient=None, global_loss: bool = False, out: np.ndarray | None = None,
+                        rngs: list | None = None) -> list[LocalResult]:
     """Local SGD of every client from ``global_flat``, in numpy.
 
     Each step is ``g = grad L_k(w) + grad R(w, w_global)`` (``R`` the server
@@ -78,8 +79,12 @@ def train_clients_numpy(model, global_flat: np.ndarray, shards: list, local_step
         Each client's local inputs and labels.
     local_steps, batch_size : int
     learning_rate, momentum : float
-    indices : list of ndarray of shape (local_steps, min(batch_size, n_k)), int64
-        Each client's mini-batches (:func:`batch_indices`).
+    indices : list of ndarray of shape (local_steps, min(batch_size, n_k)), int64, optional
+        Each client's mini-batches (:func:`batch_indices`); give this or ``rngs``.
+    rngs : list of numpy.random.Generator, optional
+        Each client's generator (:func:`client_rng`): its mini-batches are
+        drawn with :func:`batch_indices` inside the timed part, as the torch
+        engine times its clients' shuffles.
     regulariser_gradient : callable, optional
         ``grad(params (m, P), global_params (P,)) -> (m, P)``, from
         :meth:`hpcbench.fl.contracts.Aggregator.client_regulariser_gradient`.
@@ -95,11 +100,14 @@ def train_clients_numpy(model, global_flat: np.ndarray, shards: list, local_step
         ``train_wall_s``/``train_cpu_s`` are the chunk's times divided evenly
         over its clients.
     """
+    if (indices is None) == (rngs is None):
+        raise ValueError("give exactly one of indices and rngs")
     if out is None:
         out = np.empty((len(shards), len(global_flat)), np.float32)
     results: list[LocalResult | None] = [None] * len(shards)
     for bs, chunk in chunks_by_batch_size([len(y) for _, y in shards], batch_size):
-        trained = _train_chunk(model, global_flat, [shards[i] for i in chunk], [indices[i] for i in chunk], bs,
+        trained = _train_chunk(model, global_flat, [shards[i] for i in chunk],
+                               [indices[i] for i in chunk] if rngs is None else [rngs[i] for i in chunk], bs,
                                local_steps, batch_size, learning_rate, momentum, regulariser_gradient, global_loss,
                                out, chunk)
         for i, res in zip(chunk, trained):
@@ -127,6 +135,8 @@ def _train_chunk(model, global_flat, shards, indices, bs, local_steps, batch_siz
                  global_loss, out, rows) -> list[LocalResult]:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     m = len(shards)
+    if indices and not isinstance(indices[0], np.ndarray):  # generators: draw the shuffles here, timed
+        indices = [batch_indices(len(y), bs, local_steps, rng) for (_, y), rng in zip(shards, indices)]
     f_global = local_losses(model, global_flat, shards) if global_loss else np.full(m, math.nan)
     xs = np.stack([x[idx] for (x, _), idx in zip(shards, indices)])  # (m, steps, bs, F)
     ys = np.stack([y[idx] for (_, y), idx in zip(shards, indices)])  # (m, steps, bs)

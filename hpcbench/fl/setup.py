@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from hpcbench.runtime.errors import InputError
 
 if TYPE_CHECKING:
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     from hpcbench.fl.config import FLConfig
     from hpcbench.fl.contracts import Aggregator, FederatedDataset, FLModel, Selector
 
-__all__ = ["Setup", "prepare"]
+__all__ = ["Setup", "prepare", "uses_torch"]
 
 
 @dataclass
@@ -28,7 +30,7 @@ class Setup:
     cfg: FLConfig
     dataset: FederatedDataset
     model: FLModel
-    """the torch model, or its numpy twin under ``client_training: numpy``"""
+    """the model clients train: the torch model, or its numpy twin on a rank that does not use torch (:func:`uses_torch`)"""
     clock: VirtualClock
     selector: Selector
     aggregator: Aggregator
@@ -36,6 +38,9 @@ class Setup:
     num_parameters: int
     uplink: object = None
     downlink: object = None
+    server_model: object = None
+    """the model rank 0 starts from and evaluates: the numpy twin whenever the numpy engine could train the job
+    (whatever engine trains it), else ``model``"""
 
 
 def _load_trace(kind: str, tc):
@@ -58,13 +63,36 @@ def _load_trace(kind: str, tc):
     return trace
 
 
+def uses_torch(cfg, comm: MPI.Comm | None = None) -> bool:
+    """Whether this rank of ``comm`` needs torch for job ``cfg``.
+
+    A rank that trains clients with a torch engine (``sequential``,
+    ``batched``) does, and so does every rank of a job the numpy engine
+    could not train (:meth:`hpcbench.fl.config.FLConfig.numpy_engine_problems`:
+    compression codecs, FLOPs counting, FedBuff's loop, a model without a
+    numpy twin). Rank 0 of a multi-rank job trains no client: for any other
+    job it aggregates and evaluates with the numpy twin and never imports
+    torch (about 180 MB of resident memory), whatever the engine.
+    """
+    if cfg.client_training == "numpy":
+        return False
+    if cfg.numpy_engine_problems():
+        return True
+    return comm is None or comm.size == 1 or comm.rank != 0
+
+
 def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     """Load data, traces and model; build the registry and the virtual clock.
 
     Collective over ``comm`` when given (rank 0 loads the dataset's inputs
-    and broadcasts them). Under ``client_training: numpy`` the model is the
-    numpy twin (:func:`hpcbench.fl.models.build_numpy_model`) and nothing
-    here imports torch.
+    and broadcasts them). On a rank that does not use torch
+    (:func:`uses_torch`) the model is the numpy twin
+    (:func:`hpcbench.fl.models.build_numpy_model`) and nothing here imports
+    torch. Rank 0 starts from and evaluates ``server_model``: the numpy twin
+    whenever the job allows the numpy engine, so that its evaluation is the
+    same computation at any world size; under a torch engine the twin holds
+    the torch model's initial parameters (sent by rank 1 when rank 0 has no
+    torch).
 
     Raises
     ------
@@ -90,15 +118,19 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     availability = _load_trace("availability", cfg.traces.availability)
     registry = ClientRegistry(dataset.num_clients, dataset.client_sizes(), len(device), len(bandwidth),
                               len(availability), cfg.seed)
-    if cfg.client_training == "numpy":  # the config refused compression and FLOPs charging with it
-        model = build_numpy_model(cfg.model, dataset, cfg.seed)
-        num_parameters, model_bytes = model.num_parameters, 4 * model.num_parameters  # float32
-        uplink = downlink = None
-    else:
+    torch_here = uses_torch(cfg, comm)
+    if torch_here:
         model = build_model(cfg.model, dataset, cfg.seed)
         num_parameters = sum(p.numel() for p in model.parameters())
         model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         uplink, downlink = _codecs(cfg, model)
+    else:  # no compression, no FLOPs charging: numpy_engine_problems() is empty
+        model = build_numpy_model(cfg.model, dataset, cfg.seed)
+        num_parameters, model_bytes = model.num_parameters, 4 * model.num_parameters  # float32
+        uplink = downlink = None
+    server_model = model
+    if cfg.client_training != "numpy" and not cfg.numpy_engine_problems():
+        server_model = _numpy_server_model(cfg, model, dataset, comm)
     down_bytes = model_bytes if downlink is None else downlink.wire_bytes
     up_bytes = model_bytes if uplink is None else uplink.wire_bytes
     work = cfg.local_steps * cfg.batch_size
@@ -110,7 +142,31 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector, compute_scale)
     clock.down_bytes, clock.up_bytes = down_bytes, up_bytes
     return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
-                 model_bytes, num_parameters, uplink, downlink)
+                 model_bytes, num_parameters, uplink, downlink, server_model)
+
+
+def _numpy_server_model(cfg, model, dataset, comm):
+    """The numpy twin rank 0 starts from and evaluates under a torch engine, with the torch model's initial parameters.
+
+    Collective over ``comm`` when it has several ranks: rank 0 holds no
+    torch (its ``model`` is already the twin), so rank 1 sends it the
+    initial vector of its torch model (torch's initialisation seeded with
+    ``seed``, the same on every rank). At one rank the twin copies the
+    rank's own torch model.
+    """
+    from hpcbench.fl.models import build_numpy_model, flat_parameters
+
+    if comm is None or comm.size == 1:
+        twin = build_numpy_model(cfg.model, dataset, cfg.seed)
+        twin.initial = flat_parameters(model).numpy().copy()
+        return twin
+    from hpcbench.runtime.wait import Backoff, sleep_bcast
+
+    flat = flat_parameters(model).numpy() if comm.rank == 1 else None
+    flat = sleep_bcast(comm, flat, root=1, backoff=Backoff(first_s=1e-3, max_s=5e-2))
+    if comm.rank == 0:
+        model.initial = np.array(flat, dtype=np.float32)
+    return model
 
 
 def _compute_scale(cfg, model, dataset) -> float:

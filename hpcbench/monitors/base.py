@@ -89,6 +89,9 @@ class Monitor(ABC):
         if int(interval) < 1:
             raise ValueError(f"monitor interval must be >= 1, got {interval!r}")
         self.interval = int(interval)
+        #: what a run calls this monitor: its variant name and the prefix of its output columns
+        #: (``LABEL_OUTPUT``); the registry name unless an option makes it a different measurement
+        self.label: str = getattr(self, "name", "")
 
     def due(self, step: int) -> bool:
         """Whether :meth:`observe` runs at ``step`` (every ``interval`` steps from step 0)."""

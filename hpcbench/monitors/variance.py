@@ -9,17 +9,32 @@ elementwise variance over the ``n`` workers,
 then the Frobenius norm of that variance tensor, summed over tensors. The mean
 gradient is the training allreduce's result; the mean of the squares costs a
 second allreduce of the same size.
+
+``estimator: trace`` measures the same disagreement without that allreduce:
+the *sum* of the elementwise variances over every parameter, i.e. the trace
+of the covariance of the workers' gradients,
+
+``tr Cov[g] = sum_j Var[g_j] = (1/n) sum_i |g_i|^2 - |mean_i g_i|^2``,
+
+from each worker's squared gradient norm ``|g_i|^2`` (which the runner takes
+while the buckets are reduced, for the gradient noise scale) and the squared
+norm of the synchronised gradient: one allreduce of one float64 scalar.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from hpcbench.monitors.base import GradientView, Monitor
+from hpcbench.monitors.norms import sq_norm
 
-__all__ = ["GradientVariance", "gradient_variance"]
+__all__ = ["GradientVariance", "gradient_variance", "trace_variance", "ESTIMATORS"]
+
+#: KungFu's elementwise variance (a second full allreduce) or the trace of the covariance (one scalar)
+ESTIMATORS = ("elementwise", "trace")
 
 
 def gradient_variance(mean_sq, mean) -> float:
@@ -45,6 +60,34 @@ def gradient_variance(mean_sq, mean) -> float:
     return total
 
 
+def trace_variance(mean_local_sq: float, global_sq: float) -> float:
+    """Trace of the covariance of the workers' gradients from squared norms.
+
+    ``tr Cov[g] = (1/n) sum_i |g_i|^2 - |g_bar|^2`` (population covariance
+    over the ``n`` workers, ``g_bar = (1/n) sum_i g_i``), which equals the
+    sum over all parameters of KungFu's elementwise variance
+    ``mean_i(g_i^2) - (mean_i g_i)^2`` before its Frobenius norm.
+
+    Parameters
+    ----------
+    mean_local_sq : float
+        ``(1/n) sum_i |g_i|^2``, in (gradient units)^2.
+    global_sq : float
+        ``|g_bar|^2``, in (gradient units)^2.
+
+    Returns
+    -------
+    float
+        The difference, in (gradient units)^2. Never negative in exact
+        arithmetic; with squared norms of relative error ``e`` (about 2e-6,
+        :mod:`hpcbench.monitors.norms`) it is exact to about ``e |g_bar|^2``,
+        so when the workers nearly agree (one worker: 0 exactly) it can come
+        out slightly negative; it is returned as it is (no clipping), so that
+        averages over steps stay unbiased.
+    """
+    return float(mean_local_sq) - float(global_sq)
+
+
 class GradientVariance(Monitor):
     """Sum over parameter tensors of the Frobenius norm of the gradient variance over workers.
 
@@ -64,6 +107,21 @@ class GradientVariance(Monitor):
     gradients are the same on every rank (true of every allreduce
     synchroniser). At world size 1 the variance is 0 up to rounding.
 
+    With ``estimator="trace"`` the output is instead :func:`trace_variance`
+    (the sum of the elementwise variances over all parameters, the trace of
+    the covariance of the workers' gradients), from ``GradientView.local_sq_norm``
+    (computed by the runner while the buckets are reduced) and the squared
+    norm of the synchronised gradient, with one allreduce of a single float64
+    scalar instead of the full-size one, and no copy of the local gradients.
+    KungFu has no such estimator; it is hpcbench's, to have a variance signal
+    cheap enough to leave on at every step (measured in docs/adaptive.md).
+    The two outputs are different norms of the same variance tensor ``V``
+    (elementwise: ``sum_t ||V_t||_F``; trace: ``sum_t sum_j V_tj``), so they
+    are not interchangeable numbers, but both are 0 exactly when all workers'
+    gradients agree and grow with their disagreement. A trace monitor's
+    :attr:`label` is ``variance_trace``, so both can run in one job
+    (``interleave_monitors``); its column is ``variance_trace_grad_variance``.
+
     Parameters
     ----------
     interval : int, default 1
@@ -71,19 +129,21 @@ class GradientVariance(Monitor):
     algorithm : str, default "auto"
         Allreduce algorithm of the squared gradients (a name of
         :func:`hpcbench.collectives.algorithms.names`, or ``"auto"``).
+    estimator : {"elementwise", "trace"}, default "elementwise"
+        KungFu's definition, or the trace of the covariance.
 
     Raises
     ------
     ValueError
-        Unknown ``algorithm`` or one that is not deterministic; the message
-        names the option.
+        Unknown ``algorithm`` or one that is not deterministic, or an unknown
+        ``estimator``; the message names the option.
     """
 
     name: ClassVar[str] = "variance"
     needs_local_grads: ClassVar[bool] = True
     outputs: ClassVar[tuple[str, ...]] = ("grad_variance",)
 
-    def __init__(self, interval: int = 1, *, algorithm: str = "auto") -> None:
+    def __init__(self, interval: int = 1, *, algorithm: str = "auto", estimator: str = "elementwise") -> None:
         super().__init__(interval)
         from hpcbench.collectives import algorithms
 
@@ -91,18 +151,29 @@ class GradientVariance(Monitor):
         if algorithm not in allowed:
             raise ValueError(f"variance option algorithm: must be one of {', '.join(allowed)} "
                              f"(deterministic allreduce algorithms), got {algorithm!r}")
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"variance option estimator: must be one of {', '.join(ESTIMATORS)}, "
+                             f"got {estimator!r}")
         self.algorithm = algorithm
+        self.estimator = estimator
+        self.needs_local_grads = estimator == "elementwise"
+        if estimator == "trace":
+            self.label = "variance_trace"
         self._buf: torch.Tensor | None = None
 
     def observe(self, view: GradientView) -> dict[str, float]:
-        """Allreduce the squared local gradients and return ``{"grad_variance": value}`` (collective).
+        """Allreduce the squared local gradients (or, ``trace``, the squared norms) and return
+        ``{"grad_variance": value}`` (collective).
 
         Raises
         ------
         ValueError
-            ``view.local_grads`` is None or does not match ``view.global_grads``.
+            ``view.local_grads`` is None or does not match ``view.global_grads`` (elementwise).
         """
         from hpcbench.collectives.api import allreduce
+
+        if self.estimator == "trace":
+            return {"grad_variance": self._trace(view)}
 
         local, glob = view.local_grads, view.global_grads
         if local is None:
@@ -123,3 +194,13 @@ class GradientVariance(Monitor):
             allreduce(buf, buf, op="avg", algorithm=self.algorithm, deterministic=True,
                       comm=view.comm, name="monitor.variance")
         return {"grad_variance": gradient_variance(parts, glob)}
+
+    def _trace(self, view: GradientView) -> float:
+        """:func:`trace_variance` of this step: the mean of the workers' ``|g_i|^2`` (one scalar allreduce,
+        the same bits on every rank) and ``|g_bar|^2`` of the synchronised gradients."""
+        from hpcbench.collectives.api import allreduce
+
+        mean_sq = np.array([view.local_sq_norm], dtype=np.float64)
+        if view.comm.size > 1:
+            allreduce(mean_sq, mean_sq, op="avg", deterministic=True, comm=view.comm, name="monitor.variance")
+        return trace_variance(float(mean_sq[0]), sq_norm(view.global_grads))

@@ -7,6 +7,7 @@ from typing import Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from hpcbench.allocation import ALLOCATORS, SCHEDULES
+from hpcbench.allocation.milp import SOLVERS
 from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict
@@ -88,6 +89,9 @@ class PipelineConfig(Strict):
     compute: Literal["real", "emulated"] = "real"
     time_dilation: float = Field(1.0, ge=1.0)
     milp_time_limit_s: float = Field(300.0, gt=0.0)
+    milp_solver: str = Field("cbc", description=(
+        "solver of sky-milp (allocation.milp.SOLVERS): cbc (PuLP's bundled CBC, Sky's fallback when Gurobi is "
+        "absent) or highs"))
     devices: DevicesConfig = DevicesConfig()
     link: LinkConfig = LinkConfig(bandwidth="1Gbit")
     """point-to-point links between stages (train's link section; trace_* keys are refused: constant rates)"""
@@ -109,6 +113,8 @@ class PipelineConfig(Strict):
     @classmethod
     def _schedule(cls, v):
         return SCHEDULES.check(v)
+
+    _milp_solver = field_validator("milp_solver")(SOLVERS.checker())
 
     @field_validator("allocators")
     @classmethod

@@ -150,7 +150,8 @@ class PipelineJob(Job):
             try:
                 allocs = {}
                 for name in cfg.allocators:
-                    opts = {"time_limit_s": cfg.milp_time_limit_s} if name == "sky-milp" else {}
+                    opts = ({"time_limit_s": cfg.milp_time_limit_s, "solver": cfg.milp_solver}
+                            if name == "sky-milp" else {})
                     base = "even" if name == "adaptive" else name
                     allocs[name] = allocate(base, self.instance, cfg.schedule, **opts)
             except InputError as exc:

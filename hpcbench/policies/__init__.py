@@ -15,6 +15,9 @@ imports no runner and no MPI.
 from hpcbench.policies.base import Policy, PolicyConfig, PolicyContext, PolicyError
 from hpcbench.policies.batch_schedule import BatchSchedule
 from hpcbench.policies.decision import FIELDS, Decision, Vote
+from hpcbench.policies.elastic import ElasticSchedule
+from hpcbench.policies.gns_batch import GnsBatch
+from hpcbench.policies.sync_switch import SyncSwitch
 from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.registry import Registry
 
@@ -24,4 +27,7 @@ __all__ = ["POLICIES", "Policy", "PolicyConfig", "PolicyContext", "PolicyError",
 #: policy name -> class (built from its own config section)
 POLICIES: Registry[type[Policy]] = Registry("policy", {
     BatchSchedule.name: BatchSchedule,
+    ElasticSchedule.name: ElasticSchedule,
+    GnsBatch.name: GnsBatch,
+    SyncSwitch.name: SyncSwitch,
 })

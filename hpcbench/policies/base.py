@@ -85,6 +85,8 @@ class PolicyContext:
         Its allreduce algorithm, where it has one that can be switched.
     total_steps : int or None
         Steps the run's plan will take, where it knows.
+    max_workers : int or None
+        The most workers the run can have (an elastic run's ranks started; None: the worker count is fixed).
     """
 
     rank: int
@@ -98,6 +100,7 @@ class PolicyContext:
     sync: str
     algorithm: str | None
     total_steps: int | None
+    max_workers: int | None = None
 
 
 class PolicyConfig(StrategyConfig):
@@ -106,6 +109,16 @@ class PolicyConfig(StrategyConfig):
     def needs_epochs(self) -> bool:
         """Whether the policy acts on epoch boundaries (a runner whose data has no epochs refuses it)."""
         return False
+
+    def monitor_columns(self) -> tuple[str, ...]:
+        """The monitor outputs (``Telemetry.monitors`` keys, ``LABEL_OUTPUT``) the policy reads (a runner whose
+        monitors do not produce one refuses it); a name of the runner's per-rank telemetry fields is one too."""
+        return ()
+
+    def sync_sections(self) -> tuple:
+        """The synchronisers (names or ``sync`` sections) the policy may switch to, checked by the runner when
+        the config is read."""
+        return ()
 
 
 class Policy:

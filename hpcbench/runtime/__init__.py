@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["Backoff", "sleep_wait", "sleep_waitall", "sleep_barrier", "sleep_bcast"]
+__all__ = ["Backoff", "sleep_wait", "sleep_waitall", "sleep_wait_streams", "sleep_barrier", "sleep_bcast"]
 
 
 def __getattr__(name: str):

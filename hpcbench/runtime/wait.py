@@ -13,8 +13,8 @@ from typing import Sequence
 
 from mpi4py import MPI
 
-__all__ = ["Backoff", "sleep_wait", "sleep_waitall", "sleep_barrier", "sleep_bcast", "sleep_gather",
-           "sleep_allgather"]
+__all__ = ["Backoff", "sleep_wait", "sleep_waitall", "sleep_wait_streams", "sleep_barrier", "sleep_bcast",
+           "sleep_gather", "sleep_allgather"]
 
 
 class Backoff:
@@ -114,6 +114,41 @@ def sleep_waitall(requests: Sequence[MPI.Request], backoff: Backoff | None = Non
             backoff.reset()
             continue
         backoff.pause()
+
+
+def sleep_wait_streams(streams: Sequence[Sequence[MPI.Request]], backoff: Backoff | None = None) -> None:
+    """Complete every request of ``streams``, each a sequence that completes in order, sleeping between polls.
+
+    A stream is the pieces of one transfer (:func:`hpcbench.runtime.chunked.isend_chunked`,
+    :func:`~hpcbench.runtime.chunked.irecv_chunked`): MPI matches messages
+    between two ranks on one tag in the order sent, so its pieces complete
+    front to back. Each poll tests the first unfinished request of every
+    stream and moves on while they complete, so a poll costs
+    ``O(len(streams) + completed)``, where :func:`sleep_waitall` tests every
+    pending request: with thousands of eager-sized pieces in flight (a
+    1,300-client round's updates, 12.5 MB per executor in 8,000-byte pieces)
+    its polls cost ``O(n)`` each and the transfer ``O(n^2)`` (248 ms against
+    15 ms for 12.5 MB between two ranks). Any ``Test`` drives MPI's
+    progress for every request, so the pieces behind a stream's head keep
+    arriving while the head is tested. Correct whatever the completion order
+    (a request completed out of order is found when its stream reaches it);
+    the backoff starts again whenever a stream moves.
+    """
+    backoff = backoff or Backoff()
+    heads = [[s, 0] for s in streams if len(s)]
+    while heads:
+        moved = False
+        for head in heads:
+            stream, i = head
+            while i < len(stream) and stream[i].Test():
+                i += 1
+            moved |= i != head[1]
+            head[1] = i
+        heads = [h for h in heads if h[1] < len(h[0])]
+        if moved:
+            backoff.reset()
+        elif heads:
+            backoff.pause()
 
 
 def sleep_barrier(comm: MPI.Comm, backoff: Backoff | None = None) -> None:

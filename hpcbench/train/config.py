@@ -9,17 +9,17 @@ section, ``{name: sma, alpha: 0.1}``, or just its name), monitors from
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Field, TypeAdapter, field_validator, model_validator
+from pydantic import Field, PositiveInt, TypeAdapter, ValidationError, field_validator, model_validator
 
 from hpcbench.collectives.link_config import LinkConfig
 from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
-from hpcbench.runtime.config import ConfigError, Strict, strategy_section
+from hpcbench.runtime.config import ConfigError, Strict, short_repr, strategy_section
 from hpcbench.sync import SYNCHRONISERS
 
-__all__ = ["LinkConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
+__all__ = ["LinkConfig", "ElasticConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
            "SyncSection", "PolicyEntry"]
 
 #: bucket schedules (:mod:`hpcbench.train.priority`)
@@ -38,6 +38,67 @@ SyncEntry, _RING = strategy_section(SYNCHRONISERS, "sync", "ring", shorthand=_sy
 SyncSection = TypeAdapter(SyncEntry)
 #: one ``policies`` entry: a policy's section, or its name
 PolicyEntry, _ = strategy_section(POLICIES, "policies")
+_POLICY_SECTION = TypeAdapter(PolicyEntry)
+
+
+class ElasticConfig(Strict):
+    """The elastic worker set (KungFu's figure 7): ranks beyond the active count wait, sleeping, in a warm pool.
+
+    ``schedule`` adds an ``elastic`` policy (:mod:`hpcbench.policies.elastic`)
+    that drives the worker count; other policies may decide ``workers`` too.
+    """
+
+    schedule: Optional[dict[Annotated[int, Field(ge=0)], PositiveInt]] = Field(
+        None, description="active workers from each step on, e.g. '0:1, 50:2, 100:4, 150:2' (key 0: the start)")
+    workers: Optional[PositiveInt] = Field(None, description="active workers at the start (default: the "
+                                                             "schedule's key 0, else every rank)")
+    batch: Literal["keep_global", "keep_local"] = Field(
+        "keep_global", description="at a resize: keep_global splits the same global batch over the new workers; "
+                                   "keep_local keeps each worker's batch (the global batch scales)")
+    mode: Literal["warm_pool"] = Field("warm_pool", description="warm_pool: ranks started by mpirun wait, "
+                                                                "sleeping, until a grow activates them")
+
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _parse(cls, v):
+        from hpcbench.policies.batch_schedule import parse_schedule
+
+        return parse_schedule(v)
+
+    @model_validator(mode="after")
+    def _start(self):
+        if self.schedule is not None and self.workers is not None and self.schedule.get(0, self.workers) != \
+                self.workers:
+            raise ValueError(f"workers: {self.workers} differs from the schedule's key 0 ({self.schedule[0]})")
+        return self
+
+    def initial(self, world: int) -> int:
+        """Active workers at the start of a run on ``world`` ranks."""
+        if self.workers is not None:
+            return self.workers
+        if self.schedule and 0 in self.schedule:
+            return self.schedule[0]
+        return world
+
+
+def _monitor_entry(entry) -> tuple[str, dict]:
+    """``"gns"`` -> ``("gns", {})``; ``{name: variance, estimator: trace}`` -> ``("variance", {estimator: trace})``.
+
+    Raises
+    ------
+    ValueError
+        A section without a ``name``, or one giving ``interval`` (the job's ``monitor_interval`` is every
+        monitor's).
+    """
+    if isinstance(entry, str):
+        return entry, {}
+    options = dict(entry)
+    name = options.pop("name", None)
+    if not isinstance(name, str):
+        raise ValueError(f"monitor section {entry!r} has no name (e.g. {{name: variance, estimator: trace}})")
+    if "interval" in options:
+        raise ValueError(f"monitor {name!r}: interval is the job's monitor_interval, not a monitor option")
+    return name, options
 
 
 class TrainConfig(Strict):
@@ -46,7 +107,8 @@ class TrainConfig(Strict):
     job_name: str = "train"
     output: str = "results/{job_name}-{start}.h5"
     seed: int = 0
-    model: str = Field("resnet18", description="resnet18, resnet50, mobilenet_v2, vgg16, digits_mlp, digits_cnn")
+    model: str = Field("resnet18", description="resnet18, resnet50, mobilenet_v2, vgg16, digits_mlp, digits_cnn, "
+                                                   "shakespeare_lstm")
     image_size: int = Field(224, ge=8, description="synthetic images are image_size x image_size (KungFu: 224)")
     batch_size: int = Field(32, ge=1, description="samples per worker per step")
     lr: float = Field(0.01, gt=0.0, description="SGD learning rate (KungFu: 0.01)")
@@ -70,7 +132,12 @@ class TrainConfig(Strict):
     policies: list[PolicyEntry] = Field([], description="adaptation policies (hpcbench.policies registry), each "
                                                         "its section {name: NAME, ...its keys} (below); their "
                                                         "hooks run in this order before a step, in reverse after")
-    monitors: list[str] = Field([], description="online monitors (hpcbench.monitors registry)")
+    elastic: Optional[ElasticConfig] = Field(None, description="elastic worker set: the active workers may grow "
+                                                                "and shrink while training (below)")
+    monitors: list[Union[str, dict[str, Any]]] = Field(
+        [], description="online monitors (hpcbench.monitors registry): each a name or {name: NAME, ...its options}, "
+                        "e.g. {name: variance, estimator: trace} (the trace of the gradient covariance, no second "
+                        "allreduce), {name: gns, estimator: mean, alpha: 0.9}")
     monitor_interval: int = Field(1, ge=1)
     interleave_monitors: bool = Field(False, description="cycle iterations through no monitor and each monitor "
                                                          "alone (figure 8)")
@@ -106,11 +173,37 @@ class TrainConfig(Strict):
     @field_validator("monitors")
     @classmethod
     def _monitors(cls, v):
-        from hpcbench.monitors import MONITORS
+        from hpcbench.monitors import MONITORS, build_monitor
 
-        for m in v:
-            MONITORS.check(m)
+        labels = []
+        for i, m in enumerate(v):
+            name, options = _monitor_entry(m)
+            MONITORS.check(name)
+            label = name
+            if options:     # a monitor built from its options checks them (the message names the option)
+                try:
+                    label = build_monitor(name, **options).label
+                except ValueError as exc:
+                    raise ValueError(f"monitors.{i}: {exc}") from None
+            if label in labels:
+                raise ValueError(f"monitors.{i}: monitor {label!r} listed twice")
+            labels.append(label)
         return v
+
+    def monitor_columns(self) -> list[str]:
+        """The monitors' output columns (``LABEL_OUTPUT``: ``gns_gns_b_simple``, ``variance_trace_grad_variance``),
+        the keys of ``Telemetry.monitors``."""
+        if not self.monitors:   # the monitors import torch
+            return []
+        from hpcbench.monitors import build_monitor
+
+        built = (build_monitor(m, **options) for m, options in self.monitor_entries())
+        return [f"{m.label}_{out}" for m in built for out in m.outputs]
+
+    def monitor_entries(self) -> list[tuple[str, dict]]:
+        """``(name, options)`` of every ``monitors`` entry (options without ``interval``: the job's
+        ``monitor_interval``)."""
+        return [_monitor_entry(m) for m in self.monitors]
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -144,14 +237,36 @@ class TrainConfig(Strict):
         elif self.interleave_monitors:
             raise ValueError("interleave_monitors: true needs at least one entry in monitors")
         self._check_policies()
+        self._check_elastic()
         return self
+
+    def _check_elastic(self) -> None:
+        if self.elastic is None:
+            return
+        if self.interleave_sync and len(self.sync) > 1:
+            raise ValueError("elastic: the worker set changes within one entry's run; interleave_sync: true "
+                             "would interleave several runs' worker sets (give interleave_sync: false)")
+        if self.monitors:
+            raise ValueError(f"elastic: monitors {self.monitors} keep per-run state a joining worker does not "
+                             f"receive (give monitors: [])")
+        deciding = [f"policies.{i}" for i, p in enumerate(self.policies) if "workers" in POLICIES[p.name].decides]
+        if self.elastic.schedule and deciding:
+            raise ValueError(f"elastic.schedule: {deciding[0]} decides the worker count too (give one of them)")
+        bad = [s for s, sec, _ in self.sync_entries() if SYNCHRONISERS[sec.name].averages == "wrapped"]
+        if bad:
+            raise ValueError(f"elastic: sync {bad[0]!r} wraps the model (DDP, Horovod: their process group is "
+                             f"fixed); use hpcbench's synchronisers")
 
     def _check_policies(self) -> None:
         from hpcbench.train.decisions import APPLIERS
         from hpcbench.train.models import MODELS
+        from hpcbench.train.tables import STEP_FIELDS
 
         for i, p in enumerate(self.policies):
             cls = POLICIES[p.name]
+            if "workers" in cls.decides and self.elastic is None:
+                raise ValueError(f"policies.{i}: {p.name!r} decides the worker count: give an elastic section "
+                                 f"(elastic: {{workers: N}}) for the warm pool")
             missing = sorted(set(cls.decides) - set(APPLIERS))
             if missing:
                 raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
@@ -159,6 +274,26 @@ class TrainConfig(Strict):
             if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
                 raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
                                  f"epoch_size (samples per epoch)")
+            for section in p.sync_sections():
+                try:
+                    SyncSection.validate_python(section)
+                except ValidationError as exc:
+                    raise ValueError(f"policies.{i}: {p.name!r} switches to sync {short_repr(section)}: "
+                                     f"{exc.errors()[0]['msg']}") from None
+            columns = self.monitor_columns()
+            missing = [c for c in p.monitor_columns() if c not in columns and c not in STEP_FIELDS]
+            if missing:
+                raise ValueError(f"policies.{i}: {p.name!r} reads {missing[0]!r}, which is no telemetry field "
+                                 f"({', '.join(STEP_FIELDS)}) and no output of this job's monitors (outputs: "
+                                 f"{', '.join(columns) or 'none'})")
+
+    def all_policies(self) -> list[tuple[str, object]]:
+        """``(name, section)`` of every policy of a run: :attr:`policies`, then the ``elastic`` schedule's policy."""
+        out = list(zip(self.policy_names(), self.policies))
+        if self.elastic is not None and self.elastic.schedule:
+            out.append(("elastic", _POLICY_SECTION.validate_python({"name": "elastic",
+                                                                    "schedule": self.elastic.schedule})))
+        return out
 
     def policy_names(self) -> list[str]:
         """Each policy's name in messages and the ``decisions`` table (``NAME``, or ``NAME#i`` when a policy is

@@ -103,6 +103,9 @@ class TrainSetup:
         None on an emulated rank that never needs real inputs.
     dilation : hpcbench.runtime.dilation.TimeDilation
     link : LinkCost
+    transport_on : callable or None
+        ``transport_on(comm)``: a transport of the job's kind over another communicator (collective over it;
+        an elastic resize builds one for the new worker set).
     """
 
     comm: Any
@@ -115,6 +118,7 @@ class TrainSetup:
     data: Any
     dilation: Any
     link: LinkCost
+    transport_on: Any = None
 
     #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
     #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order
@@ -213,6 +217,14 @@ class TrainContext:
         Monitors observing the current step (chosen by the monitor hook).
     plan : object or None
         The run's plan (``variants``, ``total_steps`` where it knows them).
+    elastic : hpcbench.train.elastic.ElasticRun or None
+        The run's elastic worker set (None: every rank works throughout).
+    epochs_started : int
+        The last epoch whose ``before_epoch`` hooks ran (-1: none yet).
+    last_agreement : tuple of float
+        Seconds in the policies' calls and in their agreement at the last exchange.
+    upcoming : StepInfo or None
+        The step about to start while the decisions due before it are applied.
     """
 
     setup: TrainSetup
@@ -226,6 +238,10 @@ class TrainContext:
     samples: int = 0
     monitors_due: list = field(default_factory=list)
     plan: Any = None
+    elastic: Any = None
+    epochs_started: int = -1
+    last_agreement: tuple = (0.0, 0.0)
+    upcoming: StepInfo | None = None
 
     @property
     def comm(self):

@@ -165,10 +165,15 @@ class DigitsTask:
 
 
 def build_data(task: str, batch: int, image_size: int, seed: int, comm):
-    """The data of ``task`` (``"synthetic"`` or ``"digits"``) for this rank; collective over ``comm``."""
+    """The data of ``task`` (``"synthetic"``, ``"digits"`` or ``"shakespeare"``) for this rank; collective over
+    ``comm`` (rank 0 loads a real data set and broadcasts it)."""
     if task == "synthetic":
         return SyntheticImages(batch, image_size, seed, comm.rank)
     from hpcbench.runtime.wait import sleep_bcast
 
-    arrays = sleep_bcast(comm, DigitsTask.load(seed) if comm.rank == 0 else None)
-    return DigitsTask(seed, comm.rank, comm.size, arrays)
+    if task == "shakespeare":
+        from hpcbench.train.text import ShakespeareTask as cls
+    else:
+        cls = DigitsTask
+    arrays = sleep_bcast(comm, cls.load(seed) if comm.rank == 0 else None)
+    return cls(seed, comm.rank, comm.size, arrays)

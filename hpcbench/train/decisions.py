@@ -3,9 +3,8 @@
 :data:`APPLIERS` maps each field of :class:`hpcbench.policies.decision.Decision`
 this runner can apply to a function ``apply(ctx, value)`` that changes the
 run's :class:`~hpcbench.train.context.TrainContext` (the one place every
-reader asks). A field without an applier (``workers``: no elastic worker set
-here yet) makes the config refuse a policy that may decide it; a new kind of
-decision is one applier and one registry line.
+reader asks). A field without an applier makes the config refuse a policy that may
+decide it; a new kind of decision is one applier and one registry line.
 
 - ``batch_size``: every worker's batch from the next step; the data stream
   goes on from the samples already trained (no sample skipped or repeated
@@ -17,7 +16,12 @@ decision is one applier and one registry line.
 - ``sync``: a new synchroniser from a ``sync`` section, after the last
   step's communication completes; the replica keeps its model (rank 0's
   parameters are broadcast to every rank, as KungFu's ``AdaptiveSGDOptimizer``
-  does when it switches from SMA to S-SGD) and its learning rate.
+  does when it switches from SMA to S-SGD) and its learning rate;
+- ``workers``: the run's elastic worker set grows or shrinks
+  (:meth:`hpcbench.train.elastic.ElasticRun.resize`: model, optimizer state
+  and data position kept, the synchroniser rebuilt on the new workers); a
+  job without an ``elastic`` section refuses such a policy when the config
+  is read.
 """
 
 from __future__ import annotations
@@ -125,6 +129,12 @@ def _sync(ctx, value) -> None:
     ctx.worker = build_worker(ctx, model)
 
 
+def _workers(ctx, value) -> None:
+    if ctx.elastic is None:
+        raise ValueError(f"workers: {value!r} needs an elastic worker set (the config's elastic section)")
+    ctx.elastic.resize(ctx, int(value))
+
+
 def _broadcast_model(comm, model) -> None:
     """Rank 0's parameters on every rank (collective over ``comm``)."""
     import torch
@@ -143,6 +153,7 @@ APPLIERS: Registry = Registry("decision field", {
     "learning_rate": _learning_rate,
     "algorithm": _algorithm,
     "sync": _sync,
+    "workers": _workers,
 })
 
 

@@ -52,6 +52,14 @@ class Hook:
     def on_decision(self, ctx, applied) -> None:
         """A policy's decision was applied before step ``applied.step`` (every rank, same step)."""
 
+    def export_state(self):
+        """What a worker that joins the run mid-way (an elastic grow) needs of this hook's state (picklable;
+        None: nothing). Called on rank 0, which is always active."""
+        return None
+
+    def import_state(self, state) -> None:
+        """Continue from rank 0's :meth:`export_state` (on a joining worker)."""
+
 
 class FaultHook(Hook):
     """``--fault-inject RANK:STEP:MODE``'s point: :func:`hpcbench.runtime.lifecycle.fault_point` before each step,
@@ -66,12 +74,19 @@ class FaultHook(Hook):
         self.steps_done += 1
         fault_point(self.steps_done)
 
+    def export_state(self):
+        return self.steps_done
+
+    def import_state(self, state) -> None:
+        self.steps_done = state
+
 
 def variants(monitors, interleave: bool) -> list[tuple[str, list]]:
-    """``(name, monitors)`` of each variant: all monitors together, or none and each alone in turn."""
+    """``(name, monitors)`` of each variant: all monitors together, or none and each alone in turn (a variant is
+    named by its monitors' labels)."""
     if interleave:
-        return [("none", []), *((m.name, [m]) for m in monitors)]
-    return [("+".join(m.name for m in monitors) or "none", list(monitors))]
+        return [("none", []), *((m.label, [m]) for m in monitors)]
+    return [("+".join(m.label for m in monitors) or "none", list(monitors))]
 
 
 class MonitorHook(Hook):
@@ -84,19 +99,19 @@ class MonitorHook(Hook):
 
     Parameters
     ----------
-    names : sequence of str
-        Registered monitor names.
+    entries : sequence of (str, dict)
+        Registered monitor names and their options (``TrainConfig.monitor_entries``).
     interval : int
         Steps between observations.
     interleave : bool
     """
 
-    def __init__(self, names, interval: int, interleave: bool) -> None:
+    def __init__(self, entries, interval: int, interleave: bool) -> None:
         self.monitors = []
-        if names:    # the monitors import torch
+        if entries:    # the monitors import torch
             from hpcbench.monitors import build_monitor
 
-            self.monitors = [build_monitor(m, interval=interval) for m in names]
+            self.monitors = [build_monitor(m, interval=interval, **options) for m, options in entries]
         self.variants = variants(self.monitors, interleave)
         self._by_name = dict(self.variants)
 

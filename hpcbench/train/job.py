@@ -37,9 +37,22 @@ class TrainJob(Job):
         overrides = config_overrides(args)
         self.cfg = cfg = load_config(args.config, overrides)
         n = MODELS[cfg.model].train_samples
+        if cfg.elastic is not None:
+            self._check_elastic(cfg.elastic)
         if n is not None and cfg.batch_size * self.comm.size > n:
             raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the {n} training "
                              f"samples")
+
+    def _check_elastic(self, el) -> None:
+        """Worker counts within the ranks started (the warm pool)."""
+        p = self.comm.size
+        if el.workers is not None and el.workers > p:
+            raise InputError(f"key 'elastic.workers' has bad value {el.workers}: more workers than the {p} ranks "
+                             f"started (the warm pool)")
+        for k, v in (el.schedule or {}).items():
+            if v > p:
+                raise InputError(f"key 'elastic.schedule.{k}' has bad value {v}: more workers than the {p} ranks "
+                                 f"started (the warm pool)")
 
     def _trains(self) -> bool:
         """Whether this rank runs the model: real compute, digits, or rank 0 profiling it."""
@@ -111,12 +124,14 @@ class TrainJob(Job):
         epoch = cfg.epoch_size if cfg.epoch_size is not None else getattr(data, "num_samples", None)
         settings = RunSettings(model=cfg.model, seed=cfg.seed, compute=cfg.compute, batch_size=cfg.batch_size,
                                lr=cfg.lr, epoch_size=epoch, warmup=cfg.warmup, iterations=cfg.iterations,
-                               batches_per_iter=cfg.batches_per_iter, monitors=tuple(cfg.monitors),
+                               batches_per_iter=cfg.batches_per_iter,
+                               monitors=tuple(m for m, _ in cfg.monitor_entries()),
                                monitor_interval=cfg.monitor_interval, interleave_monitors=cfg.interleave_monitors,
                                overlap=cfg.overlap, bucket_bytes=self.bucket_bytes, progress=cfg.progress)
         return TrainSetup(comm=self.comm, sync_comm=self.sync_comm, transport=self.transport, settings=settings,
                           profile=self.profile, plan=self.plan, bucket_need_s=self.bucket_need_s, data=data,
-                          dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"))
+                          dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"),
+                          transport_on=self._transport_on)
 
     @property
     def bucket_bytes(self) -> int:
@@ -136,12 +151,16 @@ class TrainJob(Job):
         return profile_compute(build_model(cfg.model, cfg.seed), batches, cfg.profile_steps, cfg.lr)
 
     def _transport(self):
+        return self._transport_on(self.sync_comm)
+
+    def _transport_on(self, comm):
+        """The configured links' transport over ``comm`` (sets the alpha-beta pair; collective over ``comm``)."""
         from hpcbench.collectives.transport import Transport
 
         link = self.cfg.link
         if link.kind != "model":
             self.alpha, self.beta = math.nan, math.nan
-            return Transport(self.sync_comm)
+            return Transport(comm)
         from hpcbench.collectives.cost import link_beta
         from hpcbench.collectives.linkmodel import BandwidthReplay, LinkTransport, parse_rate
 
@@ -154,7 +173,7 @@ class TrainJob(Job):
             except ValueError as exc:
                 raise InputError(f"link.trace_index: {link.trace_index}: {exc}") from None
             self.beta = math.nan   # time-varying: no single alpha-beta prediction
-        return LinkTransport(self.sync_comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation)
+        return LinkTransport(comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation)
 
     # -- output --------------------------------------------------------------------------------------
     def output(self):
@@ -186,7 +205,7 @@ class TrainJob(Job):
         cfg, prof, p = self.cfg, self.profile, self.comm.size
         n = sum(prof.numels)
         data = (f"{cfg.image_size}x{cfg.image_size} synthetic images (KungFu)" if self.task == "synthetic"
-                else "digits")
+                else self.task)
         return (f"{self.prog}: {cfg.model} ({n / 1e6:.2f}M parameters, {4 * n / 1e6:.1f} MB of gradients in "
                 f"{len(self.plan.buckets)} buckets of <= {cfg.bucket_mb:g} MiB), batch {cfg.batch_size} per "
                 f"worker, {data}, {p} workers\n"
@@ -202,10 +221,10 @@ class TrainJob(Job):
         from hpcbench.train.tables import make_tables
 
         cfg, comm, setup = self.cfg, self.comm, self.setup
-        monitor_columns = self._monitor_columns()
+        monitor_columns = self.cfg.monitor_columns()
         report = progress = None
         if comm.rank == 0:
-            tables = make_tables(results, monitor_columns)
+            self.tables = tables = make_tables(results, monitor_columns)
             tables["buckets"].append(dict(
                 bucket=list(range(len(self.plan.buckets))), bytes=[int(b) for b in self.plan.nbytes],
                 params=[len(b) for b in self.plan.buckets],
@@ -235,7 +254,8 @@ class TrainJob(Job):
             self._drive([r.run() for r in runs], cfg.interleave_sync)
         finally:
             for r in runs:
-                r.ctx.sync.close()      # the active one: a policy may have switched it
+                if r.ctx.sync is not None:      # None: an elastic run closed it on this rank
+                    r.ctx.sync.close()          # the active one: a policy may have switched it
         if report is not None:
             progress.close()
             report.comparison()
@@ -250,25 +270,31 @@ class TrainJob(Job):
         from hpcbench.train.plan import MeasuredPlan
 
         cfg, comm = self.cfg, self.comm
-        monitors = MonitorHook(cfg.monitors, cfg.monitor_interval, cfg.interleave_monitors)
+        monitors = MonitorHook(cfg.monitor_entries(), cfg.monitor_interval, cfg.interleave_monitors)
         plan = MeasuredPlan(cfg.warmup, cfg.iterations, cfg.batches_per_iter, [v for v, _ in monitors.variants])
         state = BatchState((cfg.batch_size,) * comm.size, cfg.lr, comm.rank)
         ctx = TrainContext(self.setup, label, sync, schedule, self.setup.bucket_order(sync, schedule), state,
                            plan=plan)
         fault, *rank0 = job_hooks
         policies = self._policies(label)
-        hooks = [fault, monitors, *([policies] if policies else []), *(h for h in rank0 if h is not None)]
+        if cfg.elastic is not None:
+            from hpcbench.train.elastic import ElasticRun
+
+            ctx.elastic = ElasticRun(comm, cfg.elastic.initial(comm.size), cfg.elastic.batch,
+                                     self.tables["resizes"] if comm.rank == 0 else None, cfg.elastic.mode)
+        hooks = [fault, monitors, *([policies] if policies else []), *([ctx.elastic] if ctx.elastic else []),
+                 *(h for h in rank0 if h is not None)]
         return TrainLoop(ctx, hooks, plan, policies)
 
     def _policies(self, label: str):
         """A fresh :class:`~hpcbench.train.policyhook.PolicyHook` of the configured policies for entry ``label``'s
         run (one per run: policies keep state), or None without policies."""
-        if not self.cfg.policies:
+        if not self.cfg.all_policies():
             return None
         from hpcbench.policies import POLICIES
         from hpcbench.train.policyhook import PolicyHook
 
-        built = [(name, POLICIES[s.name](s)) for name, s in zip(self.cfg.policy_names(), self.cfg.policies)]
+        built = [(name, POLICIES[s.name](s)) for name, s in self.cfg.all_policies()]
         return PolicyHook(built, self.comm)
 
     @staticmethod
@@ -283,13 +309,6 @@ class TrainJob(Job):
             for g in list(gens):
                 if next(g, StopIteration) is StopIteration:
                     gens.remove(g)
-
-    def _monitor_columns(self) -> list[str]:
-        if not self.cfg.monitors:   # the monitors import torch
-            return []
-        from hpcbench.monitors import MONITORS
-
-        return [f"{m}_{out}" for m in self.cfg.monitors for out in MONITORS[m].outputs]
 
     def _build_sync(self, section):
         from hpcbench.sync import Unavailable, build

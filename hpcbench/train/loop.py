@@ -75,19 +75,27 @@ class TrainLoop:
 
     def run(self):
         """Train every step of the plan; a generator yielding each iteration's index at its last step."""
-        ctx, comm = self.ctx, self.ctx.comm
+        ctx = self.ctx
         data = ctx.setup.data if ctx.setup.settings.compute == "real" else None
-        ctx.worker = build_worker(ctx)
+        elastic = ctx.elastic
+        if elastic is not None:
+            elastic.start(ctx, self.hooks)      # collective over every rank started
         try:
-            for h in self.hooks:
-                h.before_train(ctx)
-            started = -1
-            while (info := self.plan.next(ctx)) is not None:
-                self._apply(info.step)
+            if elastic is None or elastic.active:
+                ctx.worker = build_worker(ctx)
+                for h in self.hooks:
+                    h.before_train(ctx)
+                info = self.plan.next(ctx)
+            else:
+                info = elastic.join(ctx)        # sleeps in the pool until a grow (None: the run ended)
+            while info is not None:
+                info = self._apply(info)
+                if info is None:
+                    break
                 ctx.info = info
                 epoch = ctx.epoch
-                if epoch > started:
-                    started = epoch
+                if epoch > ctx.epochs_started:
+                    ctx.epochs_started = epoch
                     for h in self.hooks:
                         h.before_epoch(ctx)
                 for h in self.hooks:
@@ -96,6 +104,7 @@ class TrainLoop:
                 batch = data.take(ctx.samples, sizes) if data is not None else None
                 rec = ctx.worker.step(info.step, batch, ctx.monitors_due)
                 local = rec.vector()
+                comm = ctx.comm
                 ranks = sleep_allgather(comm, local) if self.gather_all else sleep_gather(comm, local)
                 tel = Telemetry(info.step, epoch, STEP_FIELDS, local, ranks, rec.monitor_values, sizes)
                 ctx.samples += int(sum(sizes))
@@ -108,21 +117,39 @@ class TrainLoop:
                     self.policies.agree(ctx)
                 if info.last:
                     yield info.iteration
-            ctx.worker.flush()
-            for h in self.reversed:
-                h.after_train(ctx)
+                info = self.plan.next(ctx)
+            if ctx.worker is not None:
+                ctx.worker.flush()
+                for h in self.reversed:
+                    h.after_train(ctx)
+            if elastic is not None:
+                elastic.close(ctx)
         finally:
-            ctx.worker.close()
+            if ctx.worker is not None:
+                ctx.worker.close()
             ctx.worker = None      # free its buffers before the next synchroniser's
             trim_heap()
 
-    def _apply(self, step: int) -> None:
-        """Apply the agreed decisions due before ``step`` and tell every hook."""
+    def _apply(self, info):
+        """Apply the agreed decisions due before step ``info`` and tell every hook; the step to run (``info``,
+        or, on a rank a shrink leaves out, the step it rejoins at; None: the run ended while it waited).
+
+        A worker-count decision is applied after the others due at the same step, so that a worker that
+        joins receives the context they made.
+        """
         if self.policies is None:
-            return
+            return info
         from hpcbench.train.decisions import apply_decision
 
-        for name, decision, decided in self.policies.due(step):
-            applied = apply_decision(self.ctx, name, decision, decided, step)
+        due = self.policies.due(info.step)
+        due.sort(key=lambda d: d[1].workers is not None)
+        self.ctx.upcoming = info
+        for name, decision, decided in due:
+            applied = apply_decision(self.ctx, name, decision, decided, info.step)
             for h in self.hooks:
                 h.on_decision(self.ctx, applied)
+        self.ctx.upcoming = None
+        elastic = self.ctx.elastic
+        if elastic is not None and not elastic.active:
+            return elastic.join(self.ctx)
+        return info

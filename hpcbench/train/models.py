@@ -2,9 +2,10 @@
 
 Image classifiers from torchvision, built with ``weights=None`` (random
 initialisation, nothing downloaded), for KungFu's synthetic-ImageNet
-benchmark (1000 classes, inputs ``[bs, 3, H, W]``), and two small models of
+benchmark (1000 classes, inputs ``[bs, 3, H, W]``), two small models of
 the bundled digits (real data, for accuracy): an MLP and a CNN
-(:mod:`hpcbench.train.digits_nets`). Importing this registry does not import
+(:mod:`hpcbench.train.digits_nets`), and the federated runner's character
+LSTM on the bundled Shakespeare text (:mod:`hpcbench.train.char_nets`). Importing this registry does not import
 torch (an emulated rank never needs it); building a model does.
 """
 
@@ -29,6 +30,12 @@ def _digits(name: str) -> Callable[[], nn.Module]:
     return build
 
 
+def _char_lstm() -> nn.Module:
+    from hpcbench.train.char_nets import NextCharLSTM
+
+    return NextCharLSTM()
+
+
 def _torchvision(name: str) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         from hpcbench.train.tvimport import import_torchvision
@@ -45,8 +52,9 @@ class ModelSpec:
     ----------
     build : callable
         ``build() -> nn.Module`` (random initialisation from torch's current seed).
-    task : {"synthetic", "digits"}
-        Its data: KungFu's random images with 1000 classes, or the digits.
+    task : {"synthetic", "digits", "shakespeare"}
+        Its data: KungFu's random images with 1000 classes, the digits, or
+        next-character windows of the Shakespeare text (:mod:`hpcbench.train.text`).
     train_samples : int or None
         Samples of its training set (one epoch), or None (random images: no
         training set, no epochs unless the job gives ``epoch_size``).
@@ -65,6 +73,7 @@ MODELS: Registry[ModelSpec] = Registry("model", {
     "vgg16": ModelSpec(_torchvision("vgg16"), "synthetic"),
     "digits_mlp": ModelSpec(_digits("DigitsMLP"), "digits", 1347),     # 75 % of the 1,797 digits
     "digits_cnn": ModelSpec(_digits("DigitsCNN"), "digits", 1347),
+    "shakespeare_lstm": ModelSpec(_char_lstm, "shakespeare", 12548),   # 90 % of the text in windows of 80
 })
 
 

@@ -33,6 +33,7 @@ what it was before policies existed.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 import numpy as np
@@ -55,7 +56,23 @@ def policy_context(ctx, step: int) -> PolicyContext:
                          samples=ctx.samples, epoch_size=s.epoch_size, batch_sizes=tuple(ctx.state.sizes),
                          learning_rate=ctx.state.lr, sync=sync.name,
                          algorithm=getattr(sync, "algorithm", None) if sync.switches_algorithm else None,
-                         total_steps=getattr(ctx.plan, "total_steps", None))
+                         total_steps=getattr(ctx.plan, "total_steps", None),
+                         max_workers=_pool(ctx))
+
+
+def _pool(ctx) -> int | None:
+    """The most workers an elastic run can have (the ranks started), None without an elastic worker set."""
+    elastic = getattr(ctx, "elastic", None)
+    return elastic.world.size if elastic is not None else None
+
+
+def _portable(d: Decision) -> Decision:
+    """``d`` with a synchroniser section as a plain mapping (sections are classes made at run time)."""
+    if d.sync is not None and hasattr(d.sync, "model_dump"):
+        from dataclasses import replace
+
+        return replace(d, sync=d.sync.model_dump())
+    return d
 
 
 class PolicyHook(Hook):
@@ -66,7 +83,8 @@ class PolicyHook(Hook):
     policies : sequence of (str, hpcbench.policies.Policy)
         Each policy with its name in messages and the ``decisions`` table, in config order.
     comm : mpi4py.MPI.Comm
-        The job's communicator (the exchange, collective on every rank).
+        The job's communicator (the exchange runs on the run's active one, ``ctx.comm``, collective on every
+        active rank).
     """
 
     def __init__(self, policies, comm) -> None:
@@ -77,6 +95,7 @@ class PolicyHook(Hook):
         self._votes: dict[int, float] = {}
         self._scheduled: dict[int, list] = defaultdict(list)     # step -> [(policy name, decision, decided at)]
         self._step = -1
+        self._decide_s = 0.0       # time in this step's policy calls (the resize table's decision phase)
 
     # -- the hooks: call the policies, collect their proposals ---------------------------------------
     def before_train(self, ctx) -> None:
@@ -103,6 +122,11 @@ class PolicyHook(Hook):
                               f"step left to apply to")
 
     def _call(self, ctx, hook: str, step: int, reverse: bool, telemetry=None) -> None:
+        t0 = time.perf_counter()
+        self._call_policies(ctx, hook, step, reverse, telemetry)
+        self._decide_s += time.perf_counter() - t0
+
+    def _call_policies(self, ctx, hook: str, step: int, reverse: bool, telemetry) -> None:
         self._step = step
         pctx = policy_context(ctx, step)
         order = range(len(self.policies) - 1, -1, -1) if reverse else range(len(self.policies))
@@ -140,25 +164,34 @@ class PolicyHook(Hook):
     # -- agreement -------------------------------------------------------------------------------------
     def agree(self, ctx) -> None:
         """Exchange this step's proposals (collective over every rank), check or broadcast them, tally the
-        votes, and schedule the decisions."""
+        votes, and schedule the decisions. Leaves the time of this step's policy calls and of the agreement in
+        ``ctx.last_agreement`` (seconds)."""
+        t_agree = time.perf_counter()
+        self._agree(ctx)
+        ctx.last_agreement = (self._decide_s, time.perf_counter() - t_agree)
+        self._decide_s = 0.0
+
+    def _agree(self, ctx) -> None:
         n, t = len(self.policies), self._step
+        # an elastic run's active workers (a resize changes them), else the job's ranks
+        comm = self.comm if getattr(ctx, "elastic", None) is None else ctx.comm
         row = np.zeros(_SLOTS * n)
         for i, d in self._decisions.items():
             hi, lo = np.frombuffer(d.digest(), dtype=">u4")
             row[_SLOTS * i:_SLOTS * i + 3] = (1.0, float(hi), float(lo))
         for i, v in self._votes.items():
             row[_SLOTS * i + 3:_SLOTS * i + 5] = (1.0, v)
-        rows = sleep_allgather(self.comm, row).reshape(self.comm.size, n, _SLOTS)
+        rows = sleep_allgather(comm, row).reshape(comm.size, n, _SLOTS)
         mine, self._decisions, self._votes = self._decisions, {}, {}
         agreed: dict[int, Decision] = {}
         rooted = [i for i in range(n) if self.policies[i][1].agreement == "root" and rows[0, i, 0]]
         if rooted:      # rank 0's decisions, to every rank (only at the steps that have some)
-            agreed.update(sleep_bcast(self.comm, {i: mine[i] for i in rooted} if self.comm.rank == 0 else None))
+            agreed.update(sleep_bcast(comm, {i: mine[i] for i in rooted} if comm.rank == 0 else None))
         for i, (name, policy) in enumerate(self.policies):
             if policy.agreement == "consensus" and np.any(rows[:, i, 0]):
                 cols = rows[:, i, :3]
                 if not np.all(cols.min(axis=0) == cols.max(axis=0)):    # KungFu's BytesConsensus
-                    who = [r for r in range(self.comm.size) if rows[r, i, 0]]
+                    who = [r for r in range(comm.size) if rows[r, i, 0]]
                     raise PolicyError(f"policy {name!r}: ranks disagree on the decision after step {t} (ranks "
                                       f"{who} proposed one, digests differ or some ranks proposed none); a "
                                       f"consensus policy must decide alike on every rank")
@@ -189,6 +222,21 @@ class PolicyHook(Hook):
                 raise PolicyError(f"policies {other!r} and {name!r} both set {', '.join(sorted(clash))} before "
                                   f"step {at}")
         self._scheduled[at].append((name, d, t))
+
+    def export_state(self):
+        """The policies' state and the decisions scheduled ahead, picklable (a worker joining the run continues
+        from them): each policy's attributes but its config section (the joining worker built the same one
+        from the same config), sections in decisions as plain mappings."""
+        states = [{k: v for k, v in vars(p).items() if k != "config"} for _, p in self.policies]
+        ahead = {t: [(name, _portable(d), at) for name, d, at in due] for t, due in self._scheduled.items()}
+        return states, ahead
+
+    def import_state(self, state) -> None:
+        """Continue from rank 0's :meth:`export_state`."""
+        states, ahead = state
+        for (_, policy), st in zip(self.policies, states):
+            policy.__dict__.update(st)
+        self._scheduled = defaultdict(list, ahead)
 
     def due(self, step: int) -> list:
         """``(policy name, decision, step decided)`` of every decision to apply before ``step``, in config order."""

@@ -38,7 +38,7 @@ def step_row(gathered: np.ndarray, batch_sizes) -> dict:
                 comm_exposed_s=float(np.mean(np.clip(exposed - wait, 0, None))), wait_s=float(np.mean(wait)),
                 hidden_fraction=float(np.clip(np.nanmean(hidden), 0, 1)) if np.any(np.isfinite(hidden))
                 else math.nan,
-                monitor_s=float(np.mean(g[:, _F["monitor_s"]])), global_batch=samples, batch_size=samples / p,
+                monitor_s=float(np.mean(g[:, _F["monitor_s"]])), workers=p, global_batch=samples, batch_size=samples / p,
                 samples_per_s_worker=samples / p / step, samples_per_s_total=samples / step,
                 loss=float(np.mean(g[:, _F["loss"]])), local_sq_norm=float(g[0, _F["local_sq_norm"]]))
 
@@ -95,7 +95,8 @@ class Report(Hook):
                 self._iteration(ctx.label, info.variant, info.iteration, ctx.evaluate())
 
     def after_train(self, ctx) -> None:
-        """Summaries of each variant; KungFu's closing lines."""
+        """Summaries of each variant; KungFu's closing lines (an elastic run's at its final worker count)."""
+        self.p = ctx.comm.size
         self._finish(ctx.label, ctx.sync, ctx.plan.variants, ctx.order)
 
     def on_decision(self, ctx, applied) -> None:

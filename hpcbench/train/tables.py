@@ -9,7 +9,7 @@ STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "
 
 
 def make_tables(results, monitor_columns: list[str]) -> dict:
-    """Create the ``steps``, ``iterations``, ``summary``, ``buckets``, ``profile`` and ``decisions`` tables;
+    """Create the ``steps``, ``iterations``, ``summary``, ``buckets``, ``profile``, ``decisions`` and ``resizes`` tables;
     returns them by name."""
     from hpcbench.results import Column as C
 
@@ -27,6 +27,7 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("wait_s", "float64", "s", "wait for the slowest rank's compute (max compute - own), mean over ranks"),
         C("hidden_fraction", "float64", "1", "1 - (exposed / span): share of communication hidden, mean"),
         C("monitor_s", "float64", "s", "time in monitors, mean over ranks"),
+        C("workers", "int64", "1", "workers that trained the step (an elastic run's active set)"),
         C("global_batch", "int64", "1", "samples of the step over all workers (the batch sizes in effect then)"),
         C("batch_size", "float64", "1", "global_batch / workers (each worker's, when all are equal)"),
         C("samples_per_s_worker", "float64", "1/s", "batch_size / step_s"),
@@ -90,5 +91,22 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("workers", "int64", "1", "new worker count (-1: unchanged)"),
         C("reason", "str", "", "the policy's reason"),
     ], "one row per decision a policy made and the loop applied")
+    resizes = results.table("resizes", [
+        C("sync", "str", "", "the entry whose run it changed"),
+        C("step", "int64", "1", "the first step on the new worker set"),
+        C("old", "int64", "1", "active workers before"), C("new", "int64", "1", "active workers after"),
+        C("kind", "str", "", "'grow' or 'shrink'"),
+        C("mode", "str", "", "'warm_pool' (ranks started by mpirun, waiting) or 'spawn' (new processes)"),
+        C("decision_ms", "float64", "ms", "the policies' calls in the step that decided (max over ranks)"),
+        C("agreement_ms", "float64", "ms", "the policies' agreement exchange of that step (max over ranks)"),
+        C("notify_ms", "float64", "ms", "waking the warm pool (grow; max over ranks)"),
+        C("process_start_ms", "float64", "ms", "starting new processes (spawn; 0 in the warm pool)"),
+        C("communicator_ms", "float64", "ms", "splitting the new communicator (max over ranks)"),
+        C("state_ms", "float64", "ms", "context and model + optimizer state to the new workers (grow)"),
+        C("rebuild_ms", "float64", "ms", "transport, synchroniser and replica on the new communicator"),
+        C("resize_ms", "float64", "ms", "agreement + notify + process start + communicator + state + rebuild"),
+        C("first_step_ms", "float64", "ms", "the first step on the new set (slowest rank)"),
+        C("bytes_moved", "int64", "B", "state and context bytes sent to new workers"),
+    ], "one row per resize of an elastic run's worker set")
     return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile,
-            "decisions": decisions}
+            "decisions": decisions, "resizes": resizes}

@@ -166,7 +166,7 @@ class Worker:
                             global_grads=global_grads, local_batch=self.state.local,
                             global_batch=self.state.global_batch, comm=self.sync.comm)
         for m in monitors:
-            rec.monitor_values.update({f"{m.name}_{k}": float(v) for k, v in m.observe(view).items()})
+            rec.monitor_values.update({f"{m.label}_{k}": float(v) for k, v in m.observe(view).items()})
 
     def _real_gradients(self, t: int, batch, monitors) -> StepRecord:
         if self.order is not None:

@@ -20,6 +20,24 @@ def comm():
     c.Free()
 
 
+@pytest.fixture
+def workers(monkeypatch):
+    """Every replica the training loop builds on this rank (their models stay readable after the run; the last
+    is the one that ended the run here)."""
+    from hpcbench.train import loop as loop_module
+
+    built = []
+    real = loop_module.build_worker
+
+    def build(ctx, model=None):
+        w = real(ctx, model)
+        built.append(w)
+        return w
+
+    monkeypatch.setattr(loop_module, "build_worker", build)
+    return built
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

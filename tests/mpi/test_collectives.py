@@ -583,3 +583,66 @@ def test_ordered_allreduce_follows_its_order_and_matches_iallreduce(comm, alg):
     assert np.all(op.started_at[order[1:]] >= op.completed_at[order[:-1]])   # one on the wire at a time
     with pytest.raises(ValueError, match="permutation"):
         OrderedAllreduce(bufs, [0, 0, 1, 2], comm=comm)
+
+
+# -- small nonblocking calls: tagged plans and the lazy hand-off to the progress thread --
+
+def _nb_plans(comm):
+    return hc.api._resolve(comm, None)[0].nb_plans
+
+
+@pytest.mark.parametrize("alg", ["ring", "recursive_doubling", "auto"])
+def test_tagged_plans_give_the_generators_bytes(comm, alg):
+    """iallreduce(x, out) of numpy arrays runs a tagged plan (reused on the same arrays):
+    the bytes of the generator (iallreduce without out), out of place and in place."""
+    for dtype in ("float32", "float64", "int64"):
+        for count in (1, 5, 1000):
+            for op in OPS:
+                x = _data(comm, count, dtype, seed=5)
+                want = hc.iallreduce(x, op=op, algorithm=alg, comm=comm).wait()
+                o = np.empty_like(x)
+                for _ in range(2):
+                    assert hc.iallreduce(x, o, op=op, algorithm=alg, comm=comm).wait() is o
+                    assert o.tobytes() == want.tobytes()
+                z = x.copy()
+                assert hc.iallreduce(z, z, op=op, algorithm=alg, comm=comm).wait() is z
+                assert z.tobytes() == want.tobytes()
+    plans = _nb_plans(comm)
+    if (alg == "ring" and comm.size > 1) or comm.size in (2, 4):   # a schedule exists
+        assert len(plans) >= 1                     # kept back after each completion
+
+
+def test_tagged_and_generator_ranks_match_with_many_outstanding(comm):
+    """Rank 0 takes the generator (non-contiguous input), the others tagged plans;
+    several named and unnamed requests outstanding at once, waited in reverse order."""
+    n = comm.size
+    xs, outs = [], []
+    for k in range(6):
+        base = np.full(2 * (40 + k), float(comm.rank + k))
+        xs.append(base[::2] if comm.rank == 0 else base[::2].copy())
+        outs.append(np.empty(40 + k))
+    reqs = [hc.iallreduce(x, o, algorithm=["ring", "auto"][k % 2], comm=comm,
+                          name=None if k % 3 else f"t{k}")
+            for k, (x, o) in enumerate(zip(xs, outs))]
+    for k in reversed(range(6)):
+        assert reqs[k].wait() is outs[k]
+        assert np.all(outs[k] == n * k + n * (n - 1) / 2)
+
+
+def test_lazy_hand_off_completes_without_wait(comm):
+    """A small request given to a watching progress thread without a wake-up is still
+    completed by it while the caller never calls into MPI."""
+    from hpcbench.collectives import progress
+    n = comm.size
+    x, o = np.full(64, float(comm.rank)), np.empty(64)
+    hc.iallreduce(x, o, comm=comm).wait()             # the thread is now started and watching
+    comm.Barrier()
+    req = hc.iallreduce(x, o, comm=comm)
+    t_end = time.perf_counter() + 5.0
+    while time.perf_counter() < t_end and not req.test():
+        time.sleep(progress.HANDOFF_S)               # no MPI call from this thread
+    done = req.test()
+    req.wait()
+    assert np.all(o == n * (n - 1) / 2)
+    if hc.progress_mode() == "thread":
+        assert done

@@ -7,7 +7,6 @@ import torch
 
 from hpcbench.fl.config import DatasetConfig
 from hpcbench.fl.data import build_dataset
-from hpcbench.fl.data.digits import DigitsDataset
 
 
 def test_broadcast_inputs_equal_local_load(comm):
@@ -25,9 +24,9 @@ def test_broadcast_inputs_equal_local_load(comm):
 
 
 def test_load_error_on_rank_0_raises_on_every_rank(comm, monkeypatch):
-    def broken(cfg, seed):
+    def broken(cls, cfg, seed):
         raise OSError("digits file unreadable")
 
-    monkeypatch.setattr(DigitsDataset, "load_inputs", staticmethod(broken))
+    monkeypatch.setattr("hpcbench.fl.data.load_in_child", broken)  # rank 0 loads through it
     with pytest.raises((OSError, ValueError), match="digits file unreadable"):
         build_dataset(DatasetConfig(num_clients=5), 1, comm)

@@ -18,7 +18,6 @@ import torch
 from hpcbench.policies import Decision, Policy, PolicyError, Vote
 from hpcbench.results import read_table
 from hpcbench.runtime.lifecycle import run
-from hpcbench.train import loop as loop_module
 from hpcbench.train.job import TrainJob
 from hpcbench.train.policyhook import PolicyHook
 
@@ -42,21 +41,6 @@ class Trace(Policy):
     def after_step(self, ctx, telemetry):
         assert telemetry.batch_sizes == ctx.batch_sizes and telemetry.step == ctx.step
         return self.decisions.get(ctx.step)
-
-
-@pytest.fixture
-def workers(monkeypatch):
-    """Every replica the loop builds (their models stay readable after the run)."""
-    built = []
-    real = loop_module.build_worker
-
-    def build(ctx, model=None):
-        w = real(ctx, model)
-        built.append(w)
-        return w
-
-    monkeypatch.setattr(loop_module, "build_worker", build)
-    return built
 
 
 def _output(comm, tmp_path_factory, name):

@@ -10,14 +10,15 @@ from typing import Callable
 
 from hpcbench.allocation.milp import cbc, highs
 from hpcbench.allocation.milp.problem import STATUSES, MilpProblem, MilpResult
+from hpcbench.runtime.registry import Registry
 
 __all__ = ["SOLVERS", "solve", "MilpProblem", "MilpResult", "STATUSES"]
 
 #: name -> ``solve(problem, time_limit_s, gap_rel=0.0, threads=1, msg=False) -> MilpResult``
-SOLVERS: dict[str, Callable[..., MilpResult]] = {
+SOLVERS: Registry[Callable[..., MilpResult]] = Registry("MILP solver", {
     "cbc": cbc.solve,
     "highs": highs.solve,
-}
+})
 
 
 def solve(name: str, problem: MilpProblem, time_limit_s: float, gap_rel: float = 0.0, threads: int = 1,

@@ -1,0 +1,94 @@
+"""Figure 4 analogue: time-to-accuracy and batch size over time, adaptive batch (gns_batch) against fixed batches.
+
+Usage::
+
+    python analysis/plot_train_adaptive.py results/gns-digits-*.h5 --target 0.95 -o results/fig4-digits.png
+
+Reads hpcbench training result files (kind ``train``) of one task trained
+with real data (the digits or the Shakespeare text), e.g. the runs of
+``scripts/train_adaptive_gns.sh``, and draws, per file and synchroniser
+entry, the held-out accuracy after each measured iteration (left) and the
+global batch of every step (right) against the training time: the sum of
+the measured steps' ``step_s`` (the slowest rank's step; the accuracy
+evaluations are not counted, nor the warm-up steps, which train but whose
+time includes the ranks' start-up skew: up to a second on a shared machine). Each file is one line, labelled by its job name. Printed:
+each line's final accuracy, the training time at which it first reached
+``--target`` (KungFu's time-to-accuracy), and its batch range. Never
+imports MPI.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from _style import figure_parser, finish, pyplot
+from _train_results import load_runs
+
+from hpcbench.results import read_table
+
+
+def curves(path) -> list[dict]:
+    """Per synchroniser entry of ``path``: training time (s) and accuracy at each measured iteration's end, and
+    every measured step's time and global batch (warm-up steps are not timed: module docstring)."""
+    steps, iters = read_table(path, "steps"), read_table(path, "iterations")
+    out = []
+    for sync in dict.fromkeys(steps["sync"].astype(str)):
+        sel = (steps["sync"].astype(str) == sync) & ~steps["warmup"]
+        t = np.cumsum(steps["step_s"][sel])
+        it = steps["iteration"][sel]
+        isel = iters["sync"].astype(str) == sync
+        ends = [int(np.flatnonzero(it == i)[-1]) for i in iters["iteration"][isel]]
+        out.append(dict(sync=sync, step_time=t, batch=steps["global_batch"][sel], time=t[ends],
+                        accuracy=iters["accuracy"][isel]))
+    return out
+
+
+def time_to(curve: dict, target: float) -> float:
+    """Training seconds at the first iteration whose accuracy reached ``target`` (NaN: never)."""
+    hit = np.flatnonzero(curve["accuracy"] >= target)
+    return float(curve["time"][hit[0]]) if hit.size else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Draw the figure and print the table; returns the exit status."""
+    ap = figure_parser(__doc__, "results/train-adaptive.png", "hpcbench train result files (.h5) of one task")
+    ap.add_argument("--target", type=float, required=True, help="target held-out accuracy, in (0, 1]")
+    args = ap.parse_args(argv)
+    if not 0 < args.target <= 1:
+        print(f"plot_train_adaptive: error: --target {args.target}: must be in (0, 1]", file=sys.stderr)
+        return 2
+    try:
+        runs = load_runs(args.files, "plot_train_adaptive")
+    except SystemExit as exc:
+        return int(exc.code)
+    plt = pyplot()
+    fig, (ax_acc, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    print(f"{'run':<34} {'workers':>7} {'batch (global)':>15} {'final acc':>9} {'time to ' + str(args.target):>13}")
+    for k, run in enumerate(runs):
+        a = run["attrs"]
+        for c in curves(run["path"]):
+            name = str(a.get("job_name")) + (f" [{c['sync']}]" if len(run["summary"]["sync"]) > 1 else "")
+            tta = time_to(c, args.target)
+            ax_acc.plot(c["time"], c["accuracy"], color=f"C{k}", label=name)
+            ax_b.step(c["step_time"], c["batch"], where="post", color=f"C{k}", label=name)
+            if tta == tta:
+                ax_acc.axvline(tta, color=f"C{k}", ls=":", lw=0.8)
+            lo, hi = int(c["batch"].min()), int(c["batch"].max())
+            final = float(c["accuracy"][-1]) if len(c["accuracy"]) else float("nan")
+            print(f"{name:<34} {int(a.get('workers', 0)):>7} {f'{lo}-{hi}' if lo != hi else str(lo):>15} "
+                  f"{final:>9.3f} {'never' if tta != tta else f'{tta:.2f} s':>13}")
+    ax_acc.axhline(args.target, color="grey", ls="--", lw=0.8)
+    ax_acc.set_xlabel("training time (s, sum of step times)")
+    ax_acc.set_ylabel("held-out accuracy")
+    ax_acc.legend(fontsize=8)
+    ax_b.set_xlabel("training time (s)")
+    ax_b.set_ylabel("global batch (samples per step)")
+    ax_b.set_yscale("log", base=2)
+    model = runs[0]["attrs"].get("model")
+    fig.suptitle(f"{model}: adaptive batch (gns_batch) against fixed batches (KungFu figure 4)")
+    return finish(fig, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
