@@ -20,6 +20,7 @@ REGISTRIES = [
     ("hpcbench.monitors", "MONITORS"),
     ("hpcbench.traces", "TRACE_LOADERS"),
     ("hpcbench.bench.collectives.backends", "BASELINES"),
+    ("hpcbench.bench.collectives.gpu", "GPU_BASELINES"),
     ("hpcbench.train.models", "MODELS"),
     ("hpcbench.fl.aggregation", "AGGREGATORS"),
     ("hpcbench.fl.selection", "SELECTORS"),

@@ -96,6 +96,10 @@ class PipelineConfig(Strict):
     link: LinkConfig = LinkConfig(bandwidth="1Gbit")
     """point-to-point links between stages (train's link section; trace_* keys are refused: constant rates)"""
     adaptive: AdaptiveConfig = AdaptiveConfig()
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description="where each stage's layers run (real compute): cpu, cuda (one GPU per rank: the "
+                           "node-local rank modulo the visible GPUs; exit 2 when none is visible) or auto; "
+                           "activations and gradients go between stages through host memory over MPI")
     progress: bool = False
     chrome_trace: Union[bool, str] = Field(False, description=(
         "write a Chrome trace JSON (Perfetto, chrome://tracing) of every rank's forward/backward per "

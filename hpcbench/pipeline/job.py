@@ -118,17 +118,22 @@ class PipelineJob(Job):
         from hpcbench.runtime.dilation import TimeDilation
         from hpcbench.runtime.wait import sleep_bcast
 
+        from hpcbench.runtime.device import select_device
+
         torch.set_num_threads(1)
         cfg, comm, p = self.cfg, self.comm, self.comm.size
+        real = cfg.compute == "real"
+        # rank 0 profiles the layers on its device; emulated stages compute nothing
+        self.device = select_device(comm, cfg.device, "device", needed=real or comm.rank == 0)
         self.dilation = TimeDilation(cfg.time_dilation)
         self.micro_batch = cfg.batch_size // cfg.micro_batches
         self.factors = speed_factors(cfg.devices.speed, p, cfg.seed)
         self.final_factors = (speed_factors(cfg.devices.change_speed, p, cfg.seed, "devices.change_speed")
                               if cfg.devices.change_speed is not None and cfg.devices.change_at else self.factors)
         caps = memory_caps(cfg.devices.mem_cap_mb, p)
-        real = cfg.compute == "real"
         self.layers = build_layers(cfg.model, cfg.seed) if real or comm.rank == 0 else None
-        prof = profile_layers(self.layers, cfg.model, self.micro_batch, cfg.seed) if comm.rank == 0 else None
+        prof = (profile_layers(self.layers, cfg.model, self.micro_batch, cfg.seed, device=self.device)
+                if comm.rank == 0 else None)
         self.profile = sleep_bcast(comm, prof)
         if not real:
             self.layers = None
@@ -181,8 +186,10 @@ class PipelineJob(Job):
         return self.cfg.model_dump()
 
     def provenance(self) -> dict:
+        from hpcbench.runtime.gpuinfo import gpu_provenance
+
         cfg = self.cfg
-        return dict(job_name=cfg.job_name, compute_mode=cfg.compute, time_dilation=cfg.time_dilation,
+        return dict(**gpu_provenance(self.device), job_name=cfg.job_name, compute_mode=cfg.compute, time_dilation=cfg.time_dilation,
                     stages=self.comm.size, pipeline_layers=cfg.model.layers + 3, schedule=cfg.schedule,
                     micro_batches=cfg.micro_batches, micro_batch=self.micro_batch,
                     speed_factors=",".join(f"{x:.4g}" for x in self.factors),
@@ -196,7 +203,7 @@ class PipelineJob(Job):
         mods = [layers_by_index[j] for j in range(first, last)] if layers_by_index is not None else None
         return Stage(cfg.model, mods, first, last, k, self.comm.size, self.micro_batch, self.fwd, self.bwd,
                      cfg.compute, float(slowdown_of[order[k]]), self.profile.time_s,
-                     self.profile.forward_fraction, self.dilation)
+                     self.profile.forward_fraction, self.dilation, self.device)
 
     def run(self, results) -> int:
         import torch

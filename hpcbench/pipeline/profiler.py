@@ -51,38 +51,47 @@ class LayerProfile:
         return float(self.forward_s.sum() / self.time_s.sum())
 
 
-def profile_layers(layers, model_cfg, micro_batch: int, seed: int, reps: int = 5) -> LayerProfile:
+def profile_layers(layers, model_cfg, micro_batch: int, seed: int, reps: int = 5, device=None) -> LayerProfile:
     """Time every layer's forward and backward on one micro-batch (this process, one thread).
 
     Parameters
     ----------
     layers : list of torch.nn.Module
-        All pipeline layers, in order.
+        All pipeline layers, in order (moved to ``device``).
     model_cfg : ModelConfig
     micro_batch : int
     seed : int
     reps : int, default 5
+    device : hpcbench.runtime.device.Device, optional
+        Where to run them (default: the CPU). On a GPU each forward and
+        backward is timed by CUDA events around it, read after the device has
+        passed them (:class:`hpcbench.runtime.devicetime.DeviceClock`).
 
     Returns
     -------
     LayerProfile
     """
+    from hpcbench.runtime.devicetime import DeviceClock
+
+    clock = DeviceClock(device)
+    dev = "cpu" if device is None else device.torch
     ids, _ = synthetic_batch(model_cfg, micro_batch, seed, 0)
-    x = ids
+    x = ids.to(dev)
     n = len(layers)
     fwd, bwd = np.zeros(n), np.zeros(n)
     params, outs, mems = np.zeros(n), np.zeros(n), np.zeros(n)
     for j, layer in enumerate(layers):
+        layer.to(dev)
         inp = x if j == 0 else x.detach().requires_grad_(True)
         tf, tb = [], []
         for _ in range(reps + 1):
-            t0 = time.perf_counter()
+            t0 = clock.mark()
             out = layer(inp)
-            t1 = time.perf_counter()
+            t1 = clock.mark()
             out.backward(torch.ones_like(out))
-            t2 = time.perf_counter()
-            tf.append(t1 - t0)
-            tb.append(t2 - t1)
+            t2 = clock.mark()
+            tf.append(clock.seconds(t0, t1))
+            tb.append(clock.seconds(t1, t2))
         layer.zero_grad(set_to_none=True)
         fwd[j], bwd[j] = np.median(tf[1:]), np.median(tb[1:])
         params[j] = sum(p.numel() for p in layer.parameters()) * 4.0

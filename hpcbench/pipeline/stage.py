@@ -8,7 +8,10 @@ nonblocking and completed at the end of the iteration. Waiting sleeps.
 
 ``compute="real"`` runs the stage's layers (autograd across the stage) and
 then sleeps ``(slowdown - 1)`` times the measured compute time, stretching it
-to a slower device's. ``compute="emulated"`` (Sky Computing's method) runs
+to a slower device's. On a GPU (``device``) the layers live on the stage's
+GPU; activations and gradients are copied to host memory to be sent over MPI
+and copied to the device when received (host staging), and every time is
+read after synchronising the device. ``compute="emulated"`` (Sky Computing's method) runs
 nothing: it sleeps the profiled time of its layers times the slowdown
 (dilated) and sends buffers of the real activation size.
 """
@@ -23,6 +26,7 @@ from torch import nn
 
 from hpcbench.allocation import SCHEDULES
 from hpcbench.pipeline.model import activation_shape
+from hpcbench.runtime.devicetime import DeviceClock
 from hpcbench.runtime.dilation import NO_DILATION, TimeDilation
 
 __all__ = ["Stage", "IterationRecord"]
@@ -87,14 +91,20 @@ class Stage:
     forward_fraction : float
         Share of ``layer_time_s`` spent forward (emulated mode).
     dilation : TimeDilation
+    device : hpcbench.runtime.device.Device, optional
+        The stage's device (default: the CPU); its layers are moved there.
     """
 
     def __init__(self, model_cfg, layers, first: int, last: int, stage: int, num_stages: int,
                  micro_batch: int, fwd, bwd, compute: str = "real", slowdown: float = 1.0,
                  layer_time_s: np.ndarray | None = None, forward_fraction: float = 1 / 3,
-                 dilation: TimeDilation = NO_DILATION) -> None:
+                 dilation: TimeDilation = NO_DILATION, device=None) -> None:
+        from hpcbench.runtime.device import CPU
+
         self.cfg = model_cfg
-        self.module = nn.Sequential(*layers) if layers is not None else None
+        self.device = device if device is not None else CPU
+        self.module = nn.Sequential(*layers).to(self.device.torch) if layers is not None else None
+        self._clock = DeviceClock(self.device)
         self.first, self.last = first, last
         self.stage, self.num_stages = stage, num_stages
         self.micro_batch = micro_batch
@@ -117,9 +127,10 @@ class Stage:
         return self.stage == self.num_stages - 1
 
     def _stretch(self, t0: float) -> None:
-        """Real compute: sleep so that the compute since ``t0`` lasts ``slowdown`` times as long."""
+        """Real compute: sleep so that the compute since ``t0`` (:meth:`DeviceClock.now`) lasts ``slowdown`` times
+        as long."""
         if self.slowdown > 1.0:
-            time.sleep((self.slowdown - 1.0) * (time.perf_counter() - t0))
+            time.sleep((self.slowdown - 1.0) * (self._clock.now() - t0))
 
     def run_iteration(self, ids: torch.Tensor | None, labels: torch.Tensor | None, m: int,
                       schedule: str) -> IterationRecord:
@@ -138,8 +149,12 @@ class Stage:
             Gradients are left accumulated in the stage's parameters (the caller steps).
         """
         rec = IterationRecord()
-        now = self.dilation.now
+        now = DeviceClock(self.device, self.dilation.now).now if self.device.is_cuda else self.dilation.now
         real = self.compute == "real"
+        dev = self.device.torch
+        if real and self.device.is_cuda:
+            ids = ids.to(dev) if ids is not None else None
+            labels = labels.to(dev) if labels is not None else None
         recv_f, recv_b, sends = {}, {}, []
         inbufs, gradbufs = {}, {}
         for i in range(m):
@@ -175,11 +190,11 @@ class Stage:
                     recv_f[i].wait()
                 start = now() - t_start
                 if real:
-                    t0 = time.perf_counter()
+                    t0 = self._clock.now()
                     if self.is_first:
                         x = ids[i * mb:(i + 1) * mb]
                     else:
-                        x = torch.from_numpy(inbufs[i]).requires_grad_(True)
+                        x = torch.from_numpy(inbufs[i]).to(dev).requires_grad_(True)
                     out = self.module(x)
                     if self.is_last:
                         loss = nn.functional.cross_entropy(out, labels[i * mb:(i + 1) * mb]) / m
@@ -187,7 +202,7 @@ class Stage:
                         out = loss
                     saved[i] = (x, out)
                     self._stretch(t0)
-                    payload = None if self.is_last else np.ascontiguousarray(out.detach().numpy())
+                    payload = None if self.is_last else np.ascontiguousarray(out.detach().cpu().numpy())
                 else:
                     self.dilation.sleep(self._emulated[0] * self.slowdown)
                     payload = None if self.is_last else np.zeros(self.out_shape, np.float32)
@@ -200,14 +215,14 @@ class Stage:
                     recv_b[i].wait()
                 start = now() - t_start
                 if real:
-                    t0 = time.perf_counter()
+                    t0 = self._clock.now()
                     x, out = saved.pop(i)
                     if self.is_last:
                         out.backward()
                     else:
-                        out.backward(torch.from_numpy(gradbufs[i]))
+                        out.backward(torch.from_numpy(gradbufs[i]).to(dev))
                     self._stretch(t0)
-                    payload = None if self.is_first else np.ascontiguousarray(x.grad.numpy())
+                    payload = None if self.is_first else np.ascontiguousarray(x.grad.cpu().numpy())
                 else:
                     self.dilation.sleep(self._emulated[1] * self.slowdown)
                     payload = None if self.is_first else inbufs[i]

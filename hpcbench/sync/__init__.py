@@ -19,6 +19,7 @@ from hpcbench.sync.compressed import CompressedSync
 from hpcbench.sync.ddp import DDPSync
 from hpcbench.sync.horovod import HorovodSync
 from hpcbench.sync.mpi import MPISync
+from hpcbench.sync.nccl import NCCLSync
 from hpcbench.sync.pair import PairSync
 from hpcbench.sync.sma import SMASync
 
@@ -30,6 +31,7 @@ SYNCHRONISERS: Registry[type[Synchroniser]] = Registry("synchroniser", [
     *((a, for_algorithm(a)) for a in [*algorithm_names(), "auto"]),
     ("horovod", HorovodSync),
     ("ddp", DDPSync),
+    ("nccl", NCCLSync),
     ("compressed", CompressedSync),
     ("sma", SMASync),
     ("pair", PairSync),
@@ -52,7 +54,7 @@ def get(name: str) -> type[Synchroniser]:
     return SYNCHRONISERS[name]
 
 
-def build(entry, comm, transport=None, *, bucket_bytes: int = 25 << 20, seed: int = 0) -> Synchroniser:
+def build(entry, comm, transport=None, *, bucket_bytes: int = 25 << 20, seed: int = 0, device=None) -> Synchroniser:
     """Construct a synchroniser (collective over ``comm``).
 
     Parameters
@@ -64,6 +66,8 @@ def build(entry, comm, transport=None, *, bucket_bytes: int = 25 << 20, seed: in
     transport : hpcbench.collectives.transport.Transport, optional
     bucket_bytes, seed : int
         The job's gradient bucket capacity (bytes) and seed.
+    device : hpcbench.runtime.device.Device, optional
+        This rank's device (default: the CPU).
 
     Raises
     ------
@@ -72,6 +76,7 @@ def build(entry, comm, transport=None, *, bucket_bytes: int = 25 << 20, seed: in
     Unavailable
         It cannot run here (the message says why).
     """
+    facts = dict(bucket_bytes=bucket_bytes, seed=seed, device=device)
     if isinstance(entry, str):
-        return get(entry)(comm, transport, None, bucket_bytes=bucket_bytes, seed=seed)
-    return get(entry.name)(comm, transport, entry, bucket_bytes=bucket_bytes, seed=seed)
+        return get(entry)(comm, transport, None, **facts)
+    return get(entry.name)(comm, transport, entry, **facts)

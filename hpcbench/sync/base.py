@@ -94,6 +94,11 @@ class Synchroniser(ABC):
         Gradient bucket capacity in bytes (DDP's ``bucket_cap_mb``, Horovod's fusion threshold).
     seed : int, keyword-only
         Seed shared by all ranks (pair matchings, compressor rounding).
+    device : hpcbench.runtime.device.Device, keyword-only, optional
+        This rank's device (default: the CPU). Synchronisers that average
+        ``"gradients"`` or ``"models"`` only ever see host buffers (on a GPU
+        the runner stages them, :class:`hpcbench.sync.staged.HostStaged`);
+        ``"wrapped"`` ones get the model on this device.
 
     Raises
     ------
@@ -125,11 +130,14 @@ class Synchroniser(ABC):
     switches_algorithm: ClassVar[bool] = False
 
     def __init__(self, comm, transport=None, config: SyncConfig | None = None, *, bucket_bytes: int = 25 << 20,
-                 seed: int = 0) -> None:
+                 seed: int = 0, device=None) -> None:
+        from hpcbench.runtime.device import CPU
+
         self.comm = comm
         self.transport = transport
         self.config = config if config is not None else self.Config()
         self.bucket_bytes, self.seed = int(bucket_bytes), int(seed)
+        self.device = device if device is not None else CPU
 
     @classmethod
     def message_time(cls, config: SyncConfig, nbytes: int, p: int, alpha_s: float, beta_s_per_byte: float) -> float:

@@ -118,17 +118,21 @@ class GradientBuckets:
         once complete; the caller waits for single buckets with
         :meth:`wait_bucket` (:mod:`hpcbench.train.priority`). None: FIFO, as
         DDP.
+    device : str, optional
+        torch device of the buckets (``"cpu"``, ``"cuda:0"``; real models). On a
+        GPU the local squared norm is summed on the device and read once, after
+        the step's buckets are started (no synchronisation inside backward).
     """
 
     def __init__(self, plan: BucketPlan, sync, clock: Callable[[], float], fill: float | None = None,
-                 overlap: bool = True, order: Sequence[int] | None = None) -> None:
+                 overlap: bool = True, order: Sequence[int] | None = None, device: str = "cpu") -> None:
         self.plan, self.sync, self.clock, self.overlap = plan, sync, clock, overlap
         self.order = None if order is None else [int(i) for i in order]
         self._ordered = None
         if fill is None:
             import torch
 
-            self.flats = [torch.zeros(int(n)) for n in plan.numel]
+            self.flats = [torch.zeros(int(n), device=device) for n in plan.numel]
         else:
             self.flats = [np.full(int(n), fill, dtype=np.float32) for n in plan.numel]
         self._missing = [len(b) for b in plan.buckets]
@@ -139,7 +143,7 @@ class GradientBuckets:
         self.want_norm = True
         self.keep_local = False
         self.local: list[torch.Tensor | None] = [None] * len(self.flats)
-        self.local_sq_norm = 0.0
+        self._sq_norm = 0.0
         self.times = BucketTimes(len(self.flats))
         self._hooks: list = []
 
@@ -152,7 +156,7 @@ class GradientBuckets:
         self._handles, self._open = [], []
         self.keep_local, self.want_norm = keep_local, want_norm
         self.local = [None] * len(self.flats)
-        self.local_sq_norm = 0.0
+        self._sq_norm = 0.0
         self.times = BucketTimes(len(self.flats))
         if self.order is not None:
             self._ordered = self.sync.start_ordered(self.flats, self.order, self.clock)
@@ -180,9 +184,7 @@ class GradientBuckets:
             b = self._next
             flat = self.flats[b]
             if self.want_norm:
-                from hpcbench.monitors.norms import sq_norm
-
-                self.local_sq_norm += sq_norm(flat)
+                self._add_norm(flat)
             if self.keep_local:
                 self.local[b] = flat.clone()
             if self._ordered is not None:
@@ -192,6 +194,23 @@ class GradientBuckets:
                 self._handles.append(self.sync.start(flat, b))
                 self._open.append(b)
             self._next += 1
+
+    def _add_norm(self, flat) -> None:
+        if getattr(flat, "is_cuda", False):     # stays on the device: no stall of backward's stream
+            import torch
+
+            self._sq_norm = self._sq_norm + torch.linalg.vector_norm(flat, dtype=torch.float64) ** 2
+            return
+        from hpcbench.monitors.norms import sq_norm
+
+        self._sq_norm += sq_norm(flat)
+
+    @property
+    def local_sq_norm(self) -> float:
+        """This step's local squared gradient norm (of the buckets started so far)."""
+        if not isinstance(self._sq_norm, float):
+            self._sq_norm = float(self._sq_norm)
+        return self._sq_norm
 
     def wait_bucket(self, b: int) -> None:
         """``schedule: priority``: sleep until bucket ``b`` of the last step is reduced (after :meth:`close_step`)."""

@@ -150,6 +150,13 @@ class TrainConfig(Strict):
                                                           "for a whole sweep)")
     time_dilation: float = Field(1.0, ge=1.0)
     link: LinkConfig = LinkConfig()
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description="where real compute runs: cpu, cuda (one GPU per rank: the node-local rank modulo the "
+                           "visible GPUs; exit 2 when none is visible) or auto (cuda where a GPU is visible)")
+    host_staging: Optional[bool] = Field(
+        None, description="hand the synchronisers host copies of the gradient buckets (pinned memory on a GPU, "
+                          "copied as backward completes each); default: on a GPU, not on the CPU (true on the CPU "
+                          "measures the staging's own cost)")
     progress: bool = Field(True, description="tqdm bar on rank 0")
 
     @field_validator("model")
@@ -222,6 +229,13 @@ class TrainConfig(Strict):
             if bad:
                 raise ValueError(f"sync: {bad[0]!r} needs compute: real (it runs the real model)")
         prio = [(s, sec.name) for s, sec, sched in self.sync_entries() if sched == "priority"]
+        if prio and (self.host_staging or self.device != "cpu"):
+            key = "host_staging: true" if self.host_staging else f"device: {self.device!r}"
+            raise ValueError(f"schedule: 'priority' (sync {prio[0][0]!r}) reduces the buckets in place in a fixed "
+                             f"order and is not staged through host memory; {key} needs schedule: fifo")
+        if self.host_staging is False and self.device == "cuda":
+            raise ValueError("host_staging: false with device: 'cuda': hpcbench's collectives move host memory "
+                             "only (device buffers need host staging)")
         if prio:
             if not self.overlap:
                 raise ValueError("schedule: 'priority' needs overlap: true (buckets start during backward)")

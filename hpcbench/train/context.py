@@ -46,6 +46,8 @@ class RunSettings:
     overlap : bool
     bucket_bytes : int
     progress : bool
+    host_staging : bool
+        Synchronisers get host copies of the buckets (:class:`hpcbench.sync.staged.HostStaged`).
     """
 
     model: str
@@ -63,6 +65,7 @@ class RunSettings:
     overlap: bool
     bucket_bytes: int
     progress: bool = False
+    host_staging: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ class TrainSetup:
     transport_on : callable or None
         ``transport_on(comm)``: a transport of the job's kind over another communicator (collective over it;
         an elastic resize builds one for the new worker set).
+    device : hpcbench.runtime.device.Device
+        This rank's device (models, buckets and batches live there).
     """
 
     comm: Any
@@ -119,6 +124,7 @@ class TrainSetup:
     dilation: Any
     link: LinkCost
     transport_on: Any = None
+    device: Any = None
 
     #: link of the priority order's cost estimate where the link is not modelled (shared memory, or a
     #: time-varying trace): only the costs' ratios to each other and to the backward matter to the order

@@ -34,25 +34,29 @@ class SyntheticImages:
         Height and width (224 in KungFu; 32 or 64 for quick CPU runs).
     seed : int
     rank : int
+    device : str
+        torch device the batches live on (KungFu's benchmark keeps its one
+        batch on the GPU: no host-to-device copy per step).
     """
 
     classes = 1000
     #: samples per epoch: random images have no training set (an epoch is the config's ``epoch_size``)
     num_samples = None
 
-    def __init__(self, batch: int, image_size: int, seed: int, rank: int) -> None:
-        self.image_size, self.seed, self.rank = image_size, seed, rank
-        g = torch.Generator().manual_seed(seed * 100003 + rank)
-        self._batches = {batch: (torch.randn(batch, 3, image_size, image_size, generator=g),
-                                 torch.randint(0, self.classes, (batch,), generator=g))}
+    def __init__(self, batch: int, image_size: int, seed: int, rank: int, device: str = "cpu") -> None:
+        self.image_size, self.seed, self.rank, self.device = image_size, seed, rank, device
+        self._batches = {batch: self._draw(batch, torch.Generator().manual_seed(seed * 100003 + rank))}
+
+    def _draw(self, b: int, g) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(b, 3, self.image_size, self.image_size, generator=g)
+        y = torch.randint(0, self.classes, (b,), generator=g)
+        return x.to(self.device), y.to(self.device)
 
     def take(self, position: int, sizes) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and labels of this worker's ``sizes[rank]`` samples (the same batch whatever ``position``)."""
         b = int(sizes[self.rank])
         if b not in self._batches:
-            g = torch.Generator().manual_seed((self.seed * 100003 + self.rank) * 1009 + b)
-            self._batches[b] = (torch.randn(b, 3, self.image_size, self.image_size, generator=g),
-                                torch.randint(0, self.classes, (b,), generator=g))
+            self._batches[b] = self._draw(b, torch.Generator().manual_seed((self.seed * 100003 + self.rank) * 1009 + b))
         return self._batches[b]
 
     def accuracy(self, model) -> float:
@@ -81,13 +85,15 @@ class DigitsTask:
     arrays : tuple of ndarray, optional
         ``(x_train, y_train, x_test, y_test)`` when loaded already (rank 0
         loads and broadcasts).
+    device : str
+        torch device the data live on (1.3 MB: all of it is copied there once).
     """
 
     classes = 10
 
-    def __init__(self, seed: int, rank: int, world: int, arrays=None) -> None:
+    def __init__(self, seed: int, rank: int, world: int, arrays=None, device: str = "cpu") -> None:
         self.x_train, self.y_train, self.x_test, self.y_test = (
-            map(torch.from_numpy, arrays if arrays is not None else self.load(seed)))
+            torch.from_numpy(a).to(device) for a in (arrays if arrays is not None else self.load(seed)))
         self.seed, self.rank, self.world = seed, rank, world
         self._perms: dict[int, np.ndarray] = {}
 
@@ -152,7 +158,7 @@ class DigitsTask:
             Every worker's batch size this step.
         """
         offset = int(sum(sizes[:self.rank]))
-        t = torch.from_numpy(self.stream(position + offset, int(sizes[self.rank])))
+        t = torch.from_numpy(self.stream(position + offset, int(sizes[self.rank]))).to(self.x_train.device)
         return self.x_train[t], self.y_train[t]
 
     @torch.no_grad()
@@ -164,11 +170,11 @@ class DigitsTask:
         return float((pred == self.y_test).double().mean())
 
 
-def build_data(task: str, batch: int, image_size: int, seed: int, comm):
-    """The data of ``task`` (``"synthetic"``, ``"digits"`` or ``"shakespeare"``) for this rank; collective over
-    ``comm`` (rank 0 loads a real data set and broadcasts it)."""
+def build_data(task: str, batch: int, image_size: int, seed: int, comm, device: str = "cpu"):
+    """The data of ``task`` (``"synthetic"``, ``"digits"`` or ``"shakespeare"``) for this rank, on torch device
+    ``device``; collective over ``comm`` (rank 0 loads a real data set and broadcasts it)."""
     if task == "synthetic":
-        return SyntheticImages(batch, image_size, seed, comm.rank)
+        return SyntheticImages(batch, image_size, seed, comm.rank, device)
     from hpcbench.runtime.wait import sleep_bcast
 
     if task == "shakespeare":
@@ -176,4 +182,4 @@ def build_data(task: str, batch: int, image_size: int, seed: int, comm):
     else:
         cls = DigitsTask
     arrays = sleep_bcast(comm, cls.load(seed) if comm.rank == 0 else None)
-    return cls(seed, comm.rank, comm.size, arrays)
+    return cls(seed, comm.rank, comm.size, arrays, device)

@@ -123,7 +123,7 @@ def _sync(ctx, value) -> None:
     worker.close()
     old.close()
     ctx.sync = build(section, setup.sync_comm, setup.transport, bucket_bytes=setup.settings.bucket_bytes,
-                     seed=setup.settings.seed)
+                     seed=setup.settings.seed, device=setup.device)
     ctx.schedule = schedule
     ctx.order = setup.bucket_order(ctx.sync, schedule)
     ctx.worker = build_worker(ctx, model)

@@ -259,7 +259,7 @@ class ElasticRun(Hook):
         ctx.setup = setup = replace(setup, comm=comm, sync_comm=sync_comm, transport=transport)
         ctx.state.rank = comm.rank
         ctx.sync = build(sync_entry, sync_comm, transport, bucket_bytes=setup.settings.bucket_bytes,
-                         seed=setup.settings.seed)
+                         seed=setup.settings.seed, device=setup.device)
         if algorithm is not None:
             ctx.sync.use_algorithm(algorithm)
         ctx.order = setup.bucket_order(ctx.sync, ctx.schedule)

@@ -69,6 +69,7 @@ class TrainJob(Job):
 
     # -- prepare -------------------------------------------------------------------------------------
     def prepare(self) -> None:
+        from hpcbench.runtime.device import select_device
         from hpcbench.runtime.dilation import TimeDilation
         from hpcbench.runtime.heap import trim_heap
         from hpcbench.runtime.wait import sleep_bcast
@@ -78,19 +79,24 @@ class TrainJob(Job):
 
         cfg, comm = self.cfg, self.comm
         self.dilation = TimeDilation(cfg.time_dilation)
+        # emulated: only rank 0 runs the model (to profile it, on the configured device); the other ranks never
+        # import torch (about 150 MB of private memory per process: 64 ranks would need 10 GB for it alone)
+        profiles = comm.rank == 0 and cfg.profile_file is None
+        self.device = select_device(comm, cfg.device, "device", needed=cfg.compute == "real" or profiles)
+        if self.device.is_cuda and cfg.host_staging is False and cfg.compute == "real":
+            raise InputError(f"host_staging: false with device: {cfg.device!r} on a GPU: hpcbench's collectives move "
+                             f"host memory only (device buffers need host staging)")
         self.sync_comm = comm.Dup()
         self.transport = self._transport()
         self.task = MODELS[cfg.model].task
         self.data = None
-        # emulated: only rank 0 runs the model (to profile it); the other ranks never import torch
-        # (about 150 MB of private memory per process: 64 ranks would need 10 GB for it alone)
         if self._trains():
             import torch
 
             from hpcbench.train.data import build_data
 
             torch.set_num_threads(1)
-            self.data = build_data(self.task, cfg.batch_size, cfg.image_size, cfg.seed, comm)
+            self.data = build_data(self.task, cfg.batch_size, cfg.image_size, cfg.seed, comm, self.device.torch)
         prof, error = None, None
         if comm.rank == 0 and cfg.profile_file is not None:
             from hpcbench.train.profile import load_profile
@@ -111,6 +117,7 @@ class TrainJob(Job):
         if cfg.compute_time_s is not None:
             prof = prof.scaled_to(cfg.compute_time_s)
         self.profile = prof
+        self.profile_device = prof.device
         self.plan = BucketPlan(prof.numels, self.bucket_bytes)
         self.bucket_need_s = bucket_need_times(self.plan, prof.need_times())   # the priority schedule's key
         self.setup = self._setup()
@@ -127,11 +134,18 @@ class TrainJob(Job):
                                batches_per_iter=cfg.batches_per_iter,
                                monitors=tuple(m for m, _ in cfg.monitor_entries()),
                                monitor_interval=cfg.monitor_interval, interleave_monitors=cfg.interleave_monitors,
-                               overlap=cfg.overlap, bucket_bytes=self.bucket_bytes, progress=cfg.progress)
+                               overlap=cfg.overlap, bucket_bytes=self.bucket_bytes, progress=cfg.progress,
+                               host_staging=self.host_staging)
         return TrainSetup(comm=self.comm, sync_comm=self.sync_comm, transport=self.transport, settings=settings,
                           profile=self.profile, plan=self.plan, bucket_need_s=self.bucket_need_s, data=data,
                           dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"),
-                          transport_on=self._transport_on)
+                          transport_on=self._transport_on, device=self.device)
+
+    @property
+    def host_staging(self) -> bool:
+        """Whether synchronisers get host copies of the buckets (``host_staging``; default: on a GPU)."""
+        staged = self.cfg.host_staging
+        return self.device.is_cuda if staged is None else bool(staged)
 
     @property
     def bucket_bytes(self) -> int:
@@ -139,6 +153,7 @@ class TrainJob(Job):
         return int(self.cfg.bucket_mb * 2**20)
 
     def _profile(self):
+        from hpcbench.runtime.devicetime import DeviceClock
         from hpcbench.train.models import build_model
         from hpcbench.train.profile import profile_compute
 
@@ -148,7 +163,8 @@ class TrainJob(Job):
         def batches(step):      # rank 0's slice of the steps of a run at the configured batch
             return data.take(step * sum(sizes), sizes)
 
-        return profile_compute(build_model(cfg.model, cfg.seed), batches, cfg.profile_steps, cfg.lr)
+        model = build_model(cfg.model, cfg.seed).to(self.device.torch)
+        return profile_compute(model, batches, cfg.profile_steps, cfg.lr, DeviceClock(self.device))
 
     def _transport(self):
         return self._transport_on(self.sync_comm)
@@ -199,7 +215,15 @@ class TrainJob(Job):
                     compute_time_source=prof.source, profile_file=cfg.profile_file or "",
                     forward_s=prof.forward_s, backward_s=prof.backward_s,
                     optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync_labels()), overlap=cfg.overlap,
-                    schedule=cfg.schedule)
+                    schedule=cfg.schedule, host_staging=self.host_staging, **self._gpu_provenance())
+
+    def _gpu_provenance(self) -> dict:
+        """The device's attributes; the profile's device too (rank 0 profiled, or the replayed file's)."""
+        from hpcbench.runtime.gpuinfo import gpu_provenance
+
+        attrs = gpu_provenance(self.device)
+        attrs["profile_device"] = self.profile_device
+        return attrs
 
     def _header(self) -> str:
         cfg, prof, p = self.cfg, self.profile, self.comm.size
@@ -315,7 +339,8 @@ class TrainJob(Job):
 
         sync, error = None, None
         try:
-            sync = build(section, self.sync_comm, self.transport, bucket_bytes=self.bucket_bytes, seed=self.cfg.seed)
+            sync = build(section, self.sync_comm, self.transport, bucket_bytes=self.bucket_bytes, seed=self.cfg.seed,
+                         device=self.device)
         except Unavailable as exc:
             error = str(exc)
         error = agree(self.comm, error)

@@ -41,9 +41,12 @@ def build_worker(ctx, model=None):
         from hpcbench.train.models import build_model
         from hpcbench.train.worker import Worker
 
+        device = setup.device
         model = model if model is not None else build_model(s.model, s.seed)
+        if device is not None:
+            model = model.to(device.torch)
         return Worker(model, ctx.sync, setup.profile, ctx.state, s.bucket_bytes, s.overlap, setup.dilation,
-                      ctx.order)
+                      ctx.order, device=device, host_staging=s.host_staging)
     from hpcbench.train.emulated import EmulatedWorker
 
     return EmulatedWorker(ctx.sync, setup.profile, ctx.state, s.batch_size, s.bucket_bytes, s.overlap,

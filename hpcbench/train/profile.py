@@ -11,7 +11,6 @@ first needed (:attr:`ComputeProfile.param_need_s`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,6 +42,9 @@ class ComputeProfile:
         (the forward pre-hook of the module that owns it); empty when not
         profiled (older result files), in which case
         :meth:`need_times` assumes registration order at even spacing.
+    device : str
+        What computed the profile: ``"cpu"``, or the GPU's name (``"NVIDIA
+        H100 80GB HBM3"``); ``""`` when unknown (older files, given times).
     """
 
     forward_s: float
@@ -52,6 +54,7 @@ class ComputeProfile:
     numels: tuple
     source: str = "measured"
     param_need_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    device: str = ""
 
     def need_times(self) -> np.ndarray:
         """:attr:`param_need_s`, or (not profiled) ``forward_s * i / n`` for parameter ``i`` of ``n``."""
@@ -69,7 +72,7 @@ class ComputeProfile:
         """The same shares and gradient timeline, stretched to a step of ``compute_s`` seconds."""
         k = compute_s / self.compute_s
         return ComputeProfile(self.forward_s * k, self.backward_s * k, self.optimizer_s * k,
-                              self.param_ready_s * k, self.numels, "given", self.param_need_s * k)
+                              self.param_ready_s * k, self.numels, "given", self.param_need_s * k, self.device)
 
 
     def at_batch(self, factor: float) -> "ComputeProfile":
@@ -81,7 +84,8 @@ class ComputeProfile:
         if factor == 1.0:
             return self
         return ComputeProfile(self.forward_s * factor, self.backward_s * factor, self.optimizer_s,
-                              self.param_ready_s * factor, self.numels, self.source, self.param_need_s * factor)
+                              self.param_ready_s * factor, self.numels, self.source, self.param_need_s * factor,
+                              self.device)
 
 
 def parameter_owners(model: torch.nn.Module, params) -> list:
@@ -99,41 +103,51 @@ def parameter_owners(model: torch.nn.Module, params) -> list:
     return out
 
 
-def profile_compute(model: torch.nn.Module, batches, steps: int = 3, lr: float = 0.01) -> ComputeProfile:
+def profile_compute(model: torch.nn.Module, batches, steps: int = 3, lr: float = 0.01, clock=None) -> ComputeProfile:
     """Time ``steps`` local SGD steps of ``model`` on ``batches`` (after one warm-up); medians.
 
     Parameters
     ----------
     model : torch.nn.Module
-        Trained in place (a copy is the caller's business).
+        Trained in place (a copy is the caller's business), on the device of
+        ``clock`` (the batches too).
     batches : callable
         ``batches(step) -> (x, y)``, the inputs and labels of step ``step``.
     steps : int
         Measured steps (>= 1).
     lr : float
         SGD learning rate.
+    clock : hpcbench.runtime.devicetime.DeviceClock, optional
+        How the device is timed (default: the host clock, CPU). Every time is
+        a mark taken in the stream (a CUDA event on a GPU, recorded by the
+        hooks without synchronising, so backward is not stalled), turned into
+        seconds once the step is over.
 
     Returns
     -------
     ComputeProfile
         With ``param_need_s`` from forward pre-hooks on every module that
-        owns parameters (a parameter never used in forward gets ``forward_s``).
+        owns parameters (a parameter never used in forward gets ``forward_s``),
+        and ``device`` naming the CPU or GPU.
     """
     import torch
 
+    from hpcbench.runtime.devicetime import HOST
+
+    clock = HOST if clock is None else clock
     params = [p for p in model.parameters() if p.requires_grad]
-    ready = np.zeros(len(params))
-    need = np.full(len(params), np.nan)
-    t_bwd, t_fwd = [0.0], [0.0]
-    hooks = [p.register_post_accumulate_grad_hook(
-        lambda p, i=i: ready.__setitem__(i, time.perf_counter() - t_bwd[0])) for i, p in enumerate(params)]
+    n = len(params)
+    ready: list = [None] * n
+    need: list = [None] * n
+    hooks = [p.register_post_accumulate_grad_hook(lambda p, i=i: ready.__setitem__(i, clock.mark()))
+             for i, p in enumerate(params)]
 
     def first_use(ids):
         def hook(module, args):
-            now = time.perf_counter() - t_fwd[0]
+            mark = clock.mark()
             for i in ids:
-                if need[i] != need[i]:
-                    need[i] = now
+                if need[i] is None:
+                    need[i] = mark
         return hook
 
     for mod, ids in parameter_owners(model, params):
@@ -143,25 +157,38 @@ def profile_compute(model: torch.nn.Module, batches, steps: int = 3, lr: float =
     try:
         for s in range(steps + 1):
             x, y = batches(s)
-            need[:] = np.nan
-            t0 = t_fwd[0] = time.perf_counter()
+            need[:] = [None] * n
+            ready[:] = [None] * n
+            clock.synchronize()
+            t0 = clock.mark()
             loss = torch.nn.functional.cross_entropy(model(x), y)
-            t_bwd[0] = time.perf_counter()
+            t1 = clock.mark()
             loss.backward()
-            t2 = time.perf_counter()
+            t2 = clock.mark()
             opt.step()
             opt.zero_grad(set_to_none=True)
-            t3 = time.perf_counter()
+            t3 = clock.mark()
+            f, b, o = clock.seconds(t0, t1), clock.seconds(t1, t2), clock.seconds(t2, t3)
             if s:
-                rows.append((t_bwd[0] - t0, t2 - t_bwd[0], t3 - t2))
-                readies.append(ready.copy())
-                needs.append(np.where(np.isnan(need), t_bwd[0] - t0, need))
+                rows.append((f, b, o))
+                readies.append([clock.seconds(t1, r) if r is not None else 0.0 for r in ready])
+                needs.append([clock.seconds(t0, m) if m is not None else f for m in need])
     finally:
         for h in hooks:
             h.remove()
     f, b, o = np.median(np.array(rows), axis=0)
     return ComputeProfile(float(f), float(b), float(o), np.median(np.array(readies), axis=0),
-                          tuple(p.numel() for p in params), "measured", np.median(np.array(needs), axis=0))
+                          tuple(p.numel() for p in params), "measured", np.median(np.array(needs), axis=0),
+                          _device_name(clock.device))
+
+
+def _device_name(device) -> str:
+    """``"cpu"`` or the GPU's name."""
+    if device is None or not device.is_cuda:
+        return "cpu"
+    import torch
+
+    return str(torch.cuda.get_device_name(device.index))
 
 
 def load_profile(path, model: str) -> ComputeProfile:
@@ -202,4 +229,4 @@ def load_profile(path, model: str) -> ComputeProfile:
         raise ValueError("its profile table is empty")
     return ComputeProfile(float(attrs["forward_s"]), float(attrs["backward_s"]), float(attrs["optimizer_s"]),
                           np.asarray(t["ready_s"], dtype=np.float64), tuple(int(n) for n in t["numel"]), "file",
-                          np.asarray(t["need_s"], dtype=np.float64))
+                          np.asarray(t["need_s"], dtype=np.float64), str(attrs.get("profile_device", "")))

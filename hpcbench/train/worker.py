@@ -1,7 +1,11 @@
 """One worker's training step under a synchroniser, with the real model (``compute: real``), timed.
 
 Times are read on the run's clock (:meth:`hpcbench.runtime.dilation.TimeDilation.now`:
-modelled seconds, wall seconds divided by the dilation factor).
+modelled seconds, wall seconds divided by the dilation factor). On a GPU the
+step's boundaries are read after synchronising the device
+(:class:`hpcbench.runtime.devicetime.DeviceClock`), so no interval ends while
+its kernels are still queued; the buckets' start and completion times inside
+backward are host times (reading them must not stall the stream).
 
 The per-step record is :class:`hpcbench.train.steprecord.StepRecord`; the
 emulated worker is :class:`hpcbench.train.emulated.EmulatedWorker`.
@@ -43,13 +47,29 @@ class Worker:
         order (:func:`hpcbench.train.priority.priority_order`). Each bucket's
         parameters are then updated by their own SGD step in a forward
         pre-hook of the next forward, once the bucket is reduced; None: FIFO.
+    device : hpcbench.runtime.device.Device, optional
+        Where the model and its buckets live (default: the CPU). The model and
+        the batches must already be there.
+    host_staging : bool
+        Hand the synchroniser host copies of the buckets (or of the model
+        vector), :class:`hpcbench.sync.staged.HostStaged`; needed on a GPU by
+        every synchroniser that is not ``"wrapped"``.
     """
 
     def __init__(self, model, sync, profile, state, bucket_bytes: int, overlap: bool, dilation,
-                 order=None) -> None:
+                 order=None, device=None, host_staging: bool = False) -> None:
+        from hpcbench.runtime.device import CPU
+        from hpcbench.runtime.devicetime import DeviceClock
+
+        device = device if device is not None else CPU
+        if host_staging and sync.averages != "wrapped":
+            from hpcbench.sync.staged import HostStaged
+
+            sync = HostStaged(sync, device)
         self.model, self.sync, self.profile, self.state = model, sync, profile, state
+        self.device = device
         lr = state.lr
-        self.dilation, self.clock = dilation, dilation.now
+        self.dilation, self.clock = dilation, DeviceClock(device, dilation.now).now
         self.overlap = overlap
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(self.params, lr=lr)
@@ -60,7 +80,8 @@ class Worker:
         if sync.averages == "wrapped":
             self.model, self.optimizer = sync.wrap(model, self.optimizer, self._add_norm)
         elif sync.averages == "gradients":
-            self.buckets = GradientBuckets(self.plan, sync, self.clock, overlap=overlap, order=self.order)
+            self.buckets = GradientBuckets(self.plan, sync, dilation.now, overlap=overlap, order=self.order,
+                                           device=device.torch)
             self.buckets.attach(self.params)
             if self.order is not None:
                 self._priority_setup(lr)
@@ -123,7 +144,7 @@ class Worker:
         if self.buckets is not None:
             self.buckets.poll()
         elif self._handle is not None and self._done != self._done and self.sync.test(self._handle):
-            self._done = self.clock()
+            self._done = self.dilation.now()      # inside backward: a host time, no device sync
 
     def _start_model(self, buf: torch.Tensor, t: int) -> None:
         self._handle, self._done = self.sync.start(buf, t), math.nan

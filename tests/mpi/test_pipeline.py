@@ -50,3 +50,34 @@ def test_loss_and_gradients_equal_unsplit(comm, schedule, split, m):
     assert [a[0] for a in rec.actions].count("F") == m
     fwd.comm.Free()
     bwd.comm.Free()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA torch and a visible device)")
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_stages_on_the_gpu_equal_the_unsplit_model(comm, schedule):
+    """Every stage's layers on its GPU (ranks share it round robin), activations host-staged over MPI."""
+    from hpcbench.runtime.device import select_device
+
+    device = select_device(comm, "cuda")
+    p, k, m, mb = comm.size, comm.rank, 3, 2
+    bounds = even_bounds(N_LAYERS, p)
+    layers = build_layers(CFG, seed=3)
+    reference = torch.nn.Sequential(*copy.deepcopy(layers)).to(device.torch)
+    ids, labels = synthetic_batch(CFG, m * mb, seed=3, step=1)
+    dids, dlabels = ids.to(device.torch), labels.to(device.torch)
+    want = sum(torch.nn.functional.cross_entropy(reference(dids[i * mb:(i + 1) * mb]), dlabels[i * mb:(i + 1) * mb])
+               for i in range(m)) / m
+    want.backward()
+    fwd, bwd = Transport(comm.Dup()), Transport(comm.Dup())
+    stage = Stage(CFG, layers[bounds[k]:bounds[k + 1]], int(bounds[k]), int(bounds[k + 1]), k, p, mb, fwd, bwd,
+                  device=device)
+    rec = stage.run_iteration(ids if k == 0 else None, labels if k == p - 1 else None, m, schedule)
+    if k == p - 1:
+        assert rec.loss == pytest.approx(want.item(), rel=1e-4, abs=1e-5)
+    for j in range(bounds[k], bounds[k + 1]):
+        for (name, got), exp in zip(layers[j].named_parameters(), reference[j].parameters()):
+            assert got.is_cuda
+            torch.testing.assert_close(got.grad, exp.grad, rtol=1e-3, atol=1e-5,
+                                       msg=lambda s: f"layer {j} {name}: {s}")
+    fwd.comm.Free()
+    bwd.comm.Free()

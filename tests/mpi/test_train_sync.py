@@ -34,7 +34,8 @@ def _profile(model) -> ComputeProfile:
     return ComputeProfile(0.0, 0.0, 0.0, np.zeros(len(numels)), numels)
 
 
-def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, order=None, seed=0, **opts):
+def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, order=None, seed=0,
+            host_staging=False, **opts):
     torch.set_num_threads(1)
     try:
         sync = get(name)(comm, None, get(name).Config(**opts), bucket_bytes=bucket_bytes, seed=seed)
@@ -43,7 +44,8 @@ def _worker(name, comm, arrays, model="digits_mlp", bucket_bytes=2000, lr=LR, or
     m = build_model(model, 0)
     data = DigitsTask(0, comm.rank, comm.size, arrays)
     state = BatchState((BATCH,) * comm.size, lr, comm.rank)
-    return Worker(m, sync, _profile(m), state, bucket_bytes, True, NO_DILATION, order), Feed(data, state)
+    return (Worker(m, sync, _profile(m), state, bucket_bytes, True, NO_DILATION, order, host_staging=host_staging),
+            Feed(data, state))
 
 
 class Feed:
@@ -95,6 +97,27 @@ def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, ar
     flat = torch.cat([g.reshape(-1) for g in got]).numpy()
     spread = comm.allreduce(float(np.abs(flat - comm.bcast(flat, root=0)).max()), op=__import__("mpi4py").MPI.MAX)
     assert spread <= 1e-6
+
+
+@pytest.mark.parametrize("name,opts", [("ring", {}), ("mpi", {}), ("sma", {}), ("pair", {}),
+                                       ("compressed", {"compressor": {"name": "topk", "ratio": 0.1}})])
+def test_host_staging_on_cpu_tensors_is_the_direct_path_bit_for_bit(comm, arrays, name, opts):
+    """Each bucket (or model vector) copied to a host buffer, reduced there, copied back: the same model."""
+    from hpcbench.sync.staged import HostStaged
+
+    finals = []
+    for staged in (False, True):
+        worker, feed = _worker(name, comm, arrays, host_staging=staged, **opts)
+        assert isinstance(worker.sync, HostStaged) == staged
+        try:
+            norms = [worker.step(t, feed()).local_sq_norm for t in range(STEPS)]
+            finals.append(([p.detach().clone() for p in worker.model.parameters()], norms))
+        finally:
+            worker.close()
+            worker.sync.close()
+    (direct, n0), (staged, n1) = finals
+    assert all(torch.equal(a, b) for a, b in zip(direct, staged)), name
+    np.testing.assert_array_equal(n0, n1)
 
 
 def test_local_squared_norm_is_the_norm_before_synchronisation(comm, arrays):

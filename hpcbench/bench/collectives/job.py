@@ -87,6 +87,10 @@ class CollectivesJob(Job):
                             "10Gbit; mpi/gloo/horovod still use the real (shared-memory) path")
         p.add_argument("--link-alpha", type=float, default=0.0, metavar="SECONDS",
                        help="per-message latency of the modelled link (default 0)")
+        p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                       help="where the buffers live: cpu, or cuda (one GPU per rank by node-local rank; "
+                            "allreduce only: nccl, gloo, mpi_direct on device memory, mpi and hpcbench's "
+                            "algorithms host-staged; exit 2 without a GPU); auto: cuda where a GPU is visible")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--output", default=None,
                        help="HDF5 result file, may use {op} and {start} (default "
@@ -111,7 +115,13 @@ class CollectivesJob(Job):
             raise InputError(f"--overlap-factor: must be in (0, 100), got {args.overlap_factor}")
         if args.minbytes > args.maxbytes:
             raise InputError(f"-b/--minbytes: {args.minbytes} exceeds -e/--maxbytes {args.maxbytes}")
-        allowed = custom_algorithms(args.op) + list(BASELINES)
+        if args.device != "cpu":
+            bad = [(k, v) for k, v in (("-o/--op", args.op if args.op != "allreduce" else None),
+                                       ("--overlap", args.overlap or None), ("--link", args.link)) if v]
+            if bad:
+                raise InputError(f"{bad[0][0]}: {bad[0][1]!r} is not available with --device {args.device} (GPU "
+                                 f"buffers: allreduce, without --overlap and --link)")
+        allowed = custom_algorithms(args.op) + list(self._baselines(args.device))
         if args.algorithms:
             impls = [a.strip() for a in args.algorithms.split(",") if a.strip()]
             bad = [a for a in impls if a not in allowed]
@@ -125,6 +135,14 @@ class CollectivesJob(Job):
         args.impls = impls
         self.cfg = args
 
+    @staticmethod
+    def _baselines(device: str) -> dict:
+        if device == "cpu":
+            return BASELINES
+        from hpcbench.bench.collectives.gpu import GPU_BASELINES
+
+        return GPU_BASELINES
+
     def memory_need(self):
         """Four buffers of ``-e/--maxbytes`` per rank: input, output, the reference result and the
         algorithm's scratch (a lower bound; the float64 pattern the inputs are made from is left out)."""
@@ -134,8 +152,17 @@ class CollectivesJob(Job):
         return MemoryNeed(4 * a.maxbytes, f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op})")
 
     def prepare(self) -> None:
-        """Start the baselines (gloo, Horovod) and the ``--link`` transport (collective)."""
+        """Choose the device, start the baselines (gloo, Horovod, NCCL) and the ``--link`` transport (collective).
+
+        Raises
+        ------
+        InputError
+            ``--device cuda`` without a visible GPU.
+        """
+        from hpcbench.runtime.device import select_device
+
         a, comm = self.cfg, self.comm
+        self.device = select_device(comm, a.device, "--device")
         self.notes: list[str] = []
         self.backends = {}
         self.link = None
@@ -144,9 +171,11 @@ class CollectivesJob(Job):
             self.link = LinkTransport(comm, alpha=a.link_alpha, beta=a.link_bps)
         if a.overlap:
             return
+        baselines = self._baselines("cuda" if self.device.is_cuda else "cpu")
+        if a.device == "auto" and not self.device.is_cuda:     # no GPU: the CPU sweep, without GPU-only rows
+            a.impls = [i for i in a.impls if i in BASELINES or i in custom_algorithms(a.op)]
         for impl in a.impls:
-            backend = BASELINES[impl]() if impl in BASELINES else Custom(impl, self.link,
-                                                                          a.nonblocking)
+            backend = baselines[impl]() if impl in baselines else Custom(impl, self.link, a.nonblocking)
             note = backend.start(comm, a.dtype)
             if note:
                 self.notes.append(note)
@@ -168,6 +197,11 @@ class CollectivesJob(Job):
         default = ("results/collectives-overlap-{start}.h5" if a.overlap
                    else "results/collectives-{op}-{start}.h5")
         return a.output or default, {"op": a.op}
+
+    def provenance(self) -> dict:
+        from hpcbench.runtime.gpuinfo import gpu_provenance
+
+        return gpu_provenance(self.device)
 
     def config_record(self):
         config = {k: v for k, v in job_arguments(self.cfg).items() if k not in ("impls", "link_bps")}
@@ -228,11 +262,11 @@ class CollectivesJob(Job):
             iters, warm = iters_for(nbytes, a.iters, a.warmup)
             mpi_time = float("nan")
             for impl, backend in self.backends.items():
-                b = make_buffers(a.op, a.dtype, a.redop, count, comm, backend.torch_buffers)
-                t = iteration_times(comm, backend.runner(a.op, b, comm), iters, warm) * 1e6
+                b = self._buffers(count, backend)
+                t = iteration_times(comm, self._runner(impl, backend, b), iters, warm) * 1e6
                 # correctness on fresh inputs
-                b = make_buffers(a.op, a.dtype, a.redop, count, comm, backend.torch_buffers)
-                backend.runner(a.op, b, comm)()
+                b = self._buffers(count, backend)
+                self._runner(impl, backend, b)()
                 res = b.x if a.op == "bcast" else b.out
                 ref = reference(n, count, a.redop, a.dtype, a.op, rank)
                 wrong = comm.allreduce(count_wrong(res, ref, a.dtype))
@@ -260,6 +294,27 @@ class CollectivesJob(Job):
             rf.set_attrs(check=status, wrong_elements=total_wrong, notes="\n".join(self.notes))
             say(f"# results: {rf.path}")
         return 0 if total_wrong == 0 else 1
+
+
+    def _buffers(self, count: int, backend):
+        """Fresh buffers of one row (on the GPU with ``--device cuda``)."""
+        a = self.cfg
+        b = make_buffers(a.op, a.dtype, a.redop, count, self.comm, backend.torch_buffers)
+        if not self.device.is_cuda:
+            return b
+        from hpcbench.bench.collectives.gpu import to_device
+
+        return to_device(b, self.device.torch)
+
+    def _runner(self, impl: str, backend, b):
+        """One call of ``impl`` on ``b``; on a GPU host-staged unless it takes device memory, and synchronised."""
+        if not self.device.is_cuda:
+            return backend.runner(self.cfg.op, b, self.comm)
+        from hpcbench.bench.collectives.gpu import DEVICE_NATIVE, staged_runner, synchronised
+
+        if impl in DEVICE_NATIVE:
+            return synchronised(backend.runner(self.cfg.op, b, self.comm))
+        return synchronised(staged_runner(backend, self.cfg.op, b, self.comm))
 
 
 def _progress() -> str:

@@ -61,7 +61,7 @@ def count_wrong(result, ref: np.ndarray, dtype: str) -> int:
     """
     import torch
 
-    got = result.to(torch.float64).numpy() if isinstance(result, torch.Tensor) else \
+    got = result.detach().to("cpu", torch.float64).numpy() if isinstance(result, torch.Tensor) else \
         np.asarray(result, dtype=np.float64)
     got = got.reshape(-1)
     if got.size != ref.size:

@@ -49,7 +49,7 @@ def busbw_factor(op: str, n: int) -> float:
 def header(args, n: int, nhosts: int, progress: str, link_text: str) -> list[str]:
     """The title and the two-line column header (names, then units)."""
     return [f"# hpcbench collectives: op={args.op} dtype={args.dtype} redop={args.redop} "
-            f"ranks={n} hosts={nhosts} progress={progress} link={link_text}"
+            f"ranks={n} hosts={nhosts} progress={progress} link={link_text} device={getattr(args, 'device', 'cpu')}"
             f"{' custom=nonblocking+wait' if getattr(args, 'nonblocking', False) else ''}",
             f"# {'size':>10} {'count':>10} {'type':>8} {'redop':>5} {'impl':>18} {'time':>10} "
             f"{'p50':>10} {'p99':>10} {'algbw':>7} {'busbw':>7} {'vs_mpi':>7} {'#wrong':>7}",
