@@ -55,3 +55,14 @@ def test_speed_factors_are_the_pipeline_runners():
         speed_factors("fast", 2, 0, key="workers.speed")
     with pytest.raises(InputError, match="positive"):
         speed_factors([1.0, -2.0], 2, 0)
+
+
+def test_transfer_time_ends_when_rounding_puts_t_at_a_segment_end():
+    """0.5 // 0.1 is 4.0 (0.5 / 0.1 rounds below 5): the segment then ended at t itself and the loop made no
+    progress for ever (a bucket's wait hung in the training runner at 3-4 ranks)."""
+    rep = BandwidthReplay([8.0] * 10, interval_s=0.1)
+    assert 0.5 // 0.1 == 4.0
+    assert abs(rep.transfer_time(4.0, 0.5) - 0.5) < 1e-9         # 8 bit/s everywhere: 4 bits take 0.5 s
+    rep3 = BandwidthReplay([8.0, 16.0, 24.0, 32.0], interval_s=0.3)
+    t = 3 * 0.3                                                   # 0.8999999999999999 // 0.3 == 2.0
+    assert abs(rep3.transfer_time(16.0, t) - 0.85) < 1e-9  # 0.3 s at 32 (9.6 bits), 0.3 s at 8 (2.4), 0.25 s at 16 (4)

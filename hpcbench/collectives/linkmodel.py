@@ -227,18 +227,20 @@ class BandwidthReplay:
         if full:
             elapsed += full * self.period_s
             bits -= full * self._bits_per_period
+        n, iv = self.bits_per_s.size, self.interval_s
         t = t % self.period_s
-        while bits > 0:
-            i = min(int(t // self.interval_s), self.bits_per_s.size - 1)
-            seg_end = (i + 1) * self.interval_s
+        i = min(int(t // iv), n - 1)
+        left = (i + 1) * iv - t         # time left in segment i
+        if left <= 0:                   # rounding put t at segment i's end (0.5 // 0.1 == 4.0): go on from the next
+            i, left = (i + 1) % n, iv
+        while True:                     # segment by index: float times never stall the walk
             rate = self.bits_per_s[i]
-            can = (seg_end - t) * rate
+            can = left * rate
             if can >= bits:
                 return elapsed + bits / rate
             bits -= can
-            elapsed += seg_end - t
-            t = seg_end % self.period_s
-        return elapsed
+            elapsed += left
+            i, left = (i + 1) % n, iv
 
 
 class LinkRequest(P2PRequest):

@@ -30,8 +30,6 @@ ARGS = ["--model", "digits_mlp", "--warmup", "0", "--iterations", "2", "--batche
 
 def test_controller_decides_batches_and_ratio_for_every_rank_from_metered_telemetry(comm, tmp_path_factory,
                                                                                       monkeypatch):
-    if comm.size == 4:      # known open fault, not hidden: see docs/stellatrain.md ("Open: 4 ranks")
-        pytest.skip("at 4 ranks this run's compressed allreduce never completes (a bucket's wait hangs); open")
     torch.set_num_threads(1)
     seen = []       # (step, this rank's batch, the synchroniser's kept fraction) as each step was measured
     real = telemetryhook.TelemetryHook.measure
