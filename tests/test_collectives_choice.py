@@ -43,7 +43,8 @@ def test_choose_algorithm_rejects_bad_sizes():
 def test_schedules():
     assert get("recursive_doubling").schedule is not None
     assert get("ring").schedule is not None
-    assert get("rabenseifner").schedule is None
+    assert get("rabenseifner").schedule is not None
+    assert get("tree").schedule is None
 
 
 def test_backoff_spin_is_bounded_in_time_then_sleeps():

@@ -7,12 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import numpy as np
+
 from hpcbench.collectives.algorithms import get
+from hpcbench.collectives.algorithms.rabenseifner import rabenseifner_schedule
 from hpcbench.collectives.algorithms.recursive_doubling import recursive_doubling_schedule
 from hpcbench.collectives.algorithms.ring import SEGMENT_BYTES, ring_schedule
 from hpcbench.collectives.persistent import Span, Step
 
-SCHEDULED = ["ring", "recursive_doubling"]
+SCHEDULED = ["ring", "recursive_doubling", "rabenseifner"]
 
 
 def _length(s: Span) -> int:
@@ -49,6 +52,42 @@ def _check_matching(build, n, count, itemsize, inplace):
 def test_messages_match_their_receives(n, count, itemsize, inplace):
     _check_matching(ring_schedule, n, count, itemsize, inplace)
     _check_matching(recursive_doubling_schedule, n, count, itemsize, inplace)
+    _check_matching(rabenseifner_schedule, n, count, itemsize, inplace)
+
+
+def _simulate(build, n, count, inplace):
+    """Run every rank's schedule in lockstep on integer inputs (rank r holds ``r * 1000 +
+    arange``): each step copies every send span into its receiver's recv span, then
+    runs the reductions; returns each rank's ``dst``."""
+    plans = [build(n, r, count, 8, inplace) for r in range(n)]
+    bufs = []
+    for r in range(n):
+        src = r * 1000 + np.arange(count, dtype=np.int64)
+        dst = src if inplace else np.full(count, -7, dtype=np.int64)
+        bufs.append({"src": src, "dst": dst, "tmp": np.full(count, -9, dtype=np.int64)})
+    for k in range(len(plans[0])):
+        sent = [bufs[r][p[k].send.buf][p[k].send.lo:p[k].send.hi].copy()
+                for r, p in enumerate(plans)]
+        for r, p in enumerate(plans):
+            rv = plans[p[k].source][k]
+            assert rv.dest == r
+            bufs[r][p[k].recv.buf][p[k].recv.lo:p[k].recv.hi] = sent[p[k].source]
+        for r, p in enumerate(plans):
+            if p[k].reduce is not None:
+                out, a, b = (bufs[r][s.buf][s.lo:s.hi] for s in p[k].reduce)
+                np.add(a, b, out=out)
+    return [b["dst"] for b in bufs]
+
+
+@pytest.mark.parametrize("build", [ring_schedule, recursive_doubling_schedule,
+                                   rabenseifner_schedule])
+@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("count", [1, 3, 8, 37])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_schedules_leave_the_sum_on_every_rank(build, n, count, inplace):
+    want = sum(r * 1000 + np.arange(count, dtype=np.int64) for r in range(n))
+    for got in _simulate(build, n, count, inplace):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])
@@ -99,7 +138,22 @@ def test_recursive_doubling_lower_rank_first_and_powers_of_two_only():
 def test_registry_attaches_schedules():
     assert get("ring").schedule is ring_schedule
     assert get("recursive_doubling").schedule is recursive_doubling_schedule
-    assert get("rabenseifner").schedule is None
+    assert get("rabenseifner").schedule is rabenseifner_schedule
+
+
+def test_rabenseifner_halves_then_doubles_lower_rank_first():
+    assert rabenseifner_schedule(6, 0, 12, 4, False) is None
+    plan1 = rabenseifner_schedule(4, 1, 8, 4, False)     # blocks of 2 elements
+    assert [s.dest for s in plan1] == [3, 0, 0, 3]
+    # d = 2: rank 1 keeps blocks 0-1 and sends its input's blocks 2-3; it is the lower partner
+    assert plan1[0].send == Span("src", 4, 8)
+    assert plan1[0].reduce == (Span("dst", 0, 4), Span("src", 0, 4), Span("tmp", 0, 4))
+    # d = 1: rank 1 keeps block 1, the higher partner: the received half first
+    assert plan1[1].reduce == (Span("dst", 2, 4), Span("tmp", 0, 2), Span("dst", 2, 4))
+    assert plan1[1].finalize == Span("dst", 2, 4)
+    # then it sends its block and receives block 0, then blocks 2-3
+    assert (plan1[2].send, plan1[2].recv) == (Span("dst", 2, 4), Span("dst", 0, 2))
+    assert (plan1[3].send, plan1[3].recv) == (Span("dst", 0, 4), Span("dst", 4, 8))
 
 
 @pytest.mark.mpi

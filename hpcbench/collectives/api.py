@@ -63,7 +63,9 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> s
     Patarasuk and Yuan 2009), so the ring needs larger blocks to pay off as
     ``p`` grows. At ``p = 2`` the two send the same messages (one exchange
     of half the buffer each way, then one back), and the ring is taken: its
-    one-segment form has less Python per step and a persistent-plan schedule.
+    one-segment form has less Python per step. Small blocking calls of all three
+    run as persistent plans (Rabenseifner's and recursive doubling's where ``p``
+    is a power of two).
 
     Parameters
     ----------

@@ -385,18 +385,21 @@ def test_link_not_before_is_a_lower_bound(comm):
 
 # -- small-message paths: persistent plans, iallreduce waits driven by the caller --
 
+@pytest.mark.parametrize("alg", ["ring", "rabenseifner"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
-def test_ring_plan_gives_the_generators_bytes(comm, dtype):
+def test_plan_gives_the_generators_bytes(comm, dtype, alg):
+    """Blocking calls run persistent plans (ring at any size; Rabenseifner at 2 and 4
+    ranks): the bytes of the generator (iallreduce without out), out of place and in place."""
     n = comm.size
     for count in (1, n + 1, 1000, 70_000):
         for op in OPS:
             rng = np.random.default_rng([comm.rank, count])
             x = (rng.standard_normal(count) * 100).astype(dtype)
-            want = hc.iallreduce(x, op=op, algorithm="ring", comm=comm).wait()
-            y = hc.allreduce(x, op=op, algorithm="ring", comm=comm)
+            want = hc.iallreduce(x, op=op, algorithm=alg, comm=comm).wait()
+            y = hc.allreduce(x, op=op, algorithm=alg, comm=comm)
             assert y.tobytes() == want.tobytes()
             z = x.copy()
-            assert hc.allreduce(z, z, op=op, algorithm="ring", comm=comm) is z
+            assert hc.allreduce(z, z, op=op, algorithm=alg, comm=comm) is z
             assert z.tobytes() == want.tobytes()
             ref = np.empty_like(x)
             comm.Allreduce(x.astype(np.float64) if dtype != "int64" else x,
@@ -591,7 +594,7 @@ def _nb_plans(comm):
     return hc.api._resolve(comm, None)[0].nb_plans
 
 
-@pytest.mark.parametrize("alg", ["ring", "recursive_doubling", "auto"])
+@pytest.mark.parametrize("alg", ["ring", "recursive_doubling", "rabenseifner", "auto"])
 def test_tagged_plans_give_the_generators_bytes(comm, alg):
     """iallreduce(x, out) of numpy arrays runs a tagged plan (reused on the same arrays):
     the bytes of the generator (iallreduce without out), out of place and in place."""

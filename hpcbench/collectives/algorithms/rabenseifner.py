@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 
 from hpcbench.collectives._core import partition, scratch_view, start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms import register, register_cost, register_schedule
+from hpcbench.collectives.persistent import Span, Step
 
-__all__ = ["rabenseifner_allreduce", "rabenseifner_cost", "fold_in", "fold_out", "fold_layout",
-           "fold_cost"]
+__all__ = ["rabenseifner_allreduce", "rabenseifner_schedule", "rabenseifner_cost", "fold_in",
+           "fold_out", "fold_layout", "fold_cost"]
 
 
 def fold_layout(n: int, r: int):
@@ -123,6 +124,58 @@ def rabenseifner_allreduce(tr, tag, src, dst, red, ctx, **_):
         yield from fold_out(tr, tag, dst, rem)
     finally:
         ctx.give(tmpbuf)
+
+
+@register_schedule("rabenseifner")
+def rabenseifner_schedule(n: int, rank: int, count: int, itemsize: int,
+                          inplace: bool) -> list[Step] | None:
+    """Schedule of :func:`rabenseifner_allreduce` for power-of-two worlds.
+
+    ``log2 n`` halving steps: at distance ``d = n/2, ..., 1`` send the half of
+    this rank's block range that the partner keeps, receive the other half of
+    the partner's into the scratch, and reduce it into ``dst`` (the lower
+    rank's operand first, as the generator); the last of them finalizes the
+    block this rank owns. Then ``log2 n`` doubling steps (``d = 1, ..., n/2``)
+    send the range gathered so far and receive the partner's beside it. The
+    generator's messages, receive targets and reduction expressions, so its
+    result bits; but the first step sends ``src`` and reduces ``src`` with the
+    received half straight into ``dst``, which spares the generator's opening
+    copy (every element of ``dst`` is written by a reduction or a receive
+    before it is read or sent). See :mod:`hpcbench.collectives.persistent`.
+
+    Returns
+    -------
+    list of Step, or None
+        ``2 log2 n`` steps; None when ``n`` is not a power of two (the fold of
+        the other ranks is left to the generator).
+    """
+    if n & (n - 1):
+        return None
+    offs = partition(count, n)
+    steps: list[Step] = []
+    lo, hi, d = 0, n, n // 2
+    while d >= 1:
+        peer = rank ^ d
+        mid = (lo + hi) // 2
+        keep, give = ((mid, hi), (lo, mid)) if rank & d else ((lo, mid), (mid, hi))
+        klo, khi = offs[keep[0]], offs[keep[1]]
+        have = "src" if d == n // 2 else "dst"      # before the first reduction: the input
+        mine, got = Span(have, klo, khi), Span("tmp", 0, khi - klo)
+        red = (Span("dst", klo, khi), got, mine) if rank & d else (Span("dst", klo, khi), mine, got)
+        lo, hi = keep
+        d //= 2
+        steps.append(Step(peer, Span(have, offs[give[0]], offs[give[1]]), peer, got, red,
+                          Span("dst", klo, khi) if d == 0 else None))
+    d = 1
+    while d < n:
+        peer = rank ^ d
+        size = hi - lo
+        plo = lo + size if (rank & d) == 0 else lo - size
+        steps.append(Step(peer, Span("dst", offs[lo], offs[hi]), peer,
+                          Span("dst", offs[plo], offs[plo + size])))
+        lo, hi = min(lo, plo), max(hi, plo + size)
+        d *= 2
+    return steps
 
 
 def fold_cost(nbytes, p, alpha, beta, gamma=0.0) -> tuple[int, float]:
