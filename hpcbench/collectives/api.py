@@ -36,6 +36,7 @@ from hpcbench.collectives._core import (OPS, as_work, context_for, empty_like, p
 from hpcbench.collectives.algorithms._shapes import tree_bcast
 from hpcbench.collectives.algorithms.ring import ring_phases
 from hpcbench.collectives.persistent import PLAN_MAX_BYTES, Plan, TaggedPlan, sweep_freed
+from hpcbench.collectives.planned import PlannedRequest
 from hpcbench.collectives.progress import Request, submit
 from hpcbench.collectives.transport import Transport
 
@@ -361,7 +362,8 @@ def iallreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
 def _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, name):
     """Nonblocking allreduce of numpy ``x`` into numpy ``out`` by a
     :class:`~hpcbench.collectives.persistent.TaggedPlan` (the schedule bound to the
-    buffers once, messages posted per call with the call's tag); None when the
+    buffers once, messages posted per call with the call's tag), run by a
+    :class:`~hpcbench.collectives.planned.PlannedRequest`; None when the
     call does not qualify (the generator then runs, and reports any bad argument).
 
     The same conditions as :func:`_allreduce_planned` and an ``out`` given (a
@@ -394,7 +396,7 @@ def _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, n
         if plan is None:
             return None
     ctx.nb_last = (x, out, op, algorithm, deterministic, x.dtype, key)
-    return submit(Request(plan.gen(ctx.tag(name), plans, key), out, name, plan.nbytes))
+    return submit(PlannedRequest(plan, ctx.tag(name), plans, key, out, name))
 
 
 # -- reduce_scatter -----------------------------------------------------------------------

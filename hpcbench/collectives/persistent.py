@@ -48,12 +48,11 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from hpcbench.collectives.transport import P2PRequest
 from hpcbench.collectives.waiting import wait_mpi
 from hpcbench.runtime.finalize import before_finalize
 
 __all__ = ["Span", "Step", "Schedule", "Plan", "TaggedPlan", "PlanCache", "sweep_freed", "clear_plans",
-           "PLAN_MAX_BYTES", "PLANS_KEPT"]
+           "PLAN_MAX_BYTES", "PLANS_KEPT", "NO_CALL"]
 
 #: largest buffer (bytes) a plan is built for; larger calls take the generic path
 PLAN_MAX_BYTES = 1 << 20
@@ -209,9 +208,9 @@ class Plan:
         self.steps = ()
 
 
-#: what :meth:`TaggedPlan.gen` gives :meth:`PlanCache.keep` for the call (nothing is found
-#: by identity in a cache of tagged plans)
-_NO_CALL = (None,) * 6
+#: what a finished run of a :class:`TaggedPlan` gives :meth:`PlanCache.keep` for the call
+#: (nothing is found by identity in a cache of tagged plans)
+NO_CALL = (None,) * 6
 
 
 class TaggedPlan:
@@ -223,7 +222,8 @@ class TaggedPlan:
     need distinct tags, so a nonblocking call posts ``Irecv``/``Isend`` per
     step; what it saves against the generator is the rest (buffer wrapping,
     slicing, block offsets, request wrappers: 1 KiB ``iallreduce().wait()``
-    at 2 ranks took 37 us through the generator).
+    at 2 ranks took 37 us through the generator). A call runs it through a
+    :class:`~hpcbench.collectives.planned.PlannedRequest`.
 
     Parameters
     ----------
@@ -232,11 +232,17 @@ class TaggedPlan:
 
     Attributes
     ----------
+    steps : tuple
+        Per step ``(send spec, dest, receive spec, source, receive bytes, ops)``:
+        the MPI buffer specs of :meth:`~hpcbench.collectives.transport.Transport.buffer_spec`
+        and the ``(f, a, b, out)`` calls run once both messages completed.
+    tr : Transport
+        The transport whose communicator carries the messages (and counts them).
     nbytes, nbytes_sent, messages :
         As :class:`Plan`.
     """
 
-    __slots__ = ("steps", "nbytes", "nbytes_sent", "messages", "_tr")
+    __slots__ = ("steps", "nbytes", "nbytes_sent", "messages", "tr")
 
     def __init__(self, tr, schedule: Schedule, src: np.ndarray, dst: np.ndarray, ufunc,
                  divisor: int = 0) -> None:
@@ -249,23 +255,7 @@ class TaggedPlan:
                           ops))
         self.steps = tuple(steps)
         self.messages = len(steps)
-        self._tr = tr
-
-    def gen(self, tag: int, cache: "PlanCache", key):
-        """Generator running the schedule once with messages of ``tag``: yields the
-        pending requests of each step (as :class:`~hpcbench.collectives.transport.P2PRequest`),
-        counts its sends and gives the plan back to ``cache`` under ``key`` at the end
-        (a run that raises drops it)."""
-        comm = self._tr.comm
-        for sspec, dest, rspec, source, nbytes, ops in self.steps:
-            rq = comm.Irecv(rspec, source, tag)
-            sq = comm.Isend(sspec, dest, tag)
-            if not (rq.Test() and sq.Test()):
-                yield [P2PRequest(rq, nbytes), P2PRequest(sq, nbytes)]
-            for f, a, b, out in ops:
-                f(a, b, out=out)
-        self._tr.count(self.nbytes_sent, self.messages)
-        cache.keep(key, self, _NO_CALL)
+        self.tr = tr
 
     def free(self) -> None:
         """Nothing to free (no persistent requests); for :class:`PlanCache`."""

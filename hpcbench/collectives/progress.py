@@ -83,6 +83,11 @@ class Request:
     """
 
     __slots__ = ("name", "result", "nbytes", "_gen", "_pending", "_done", "_exc", "_lock")
+    #: True for requests whose progress needs MPI polls but that keep no awaited
+    #: :class:`~hpcbench.collectives.transport.P2PRequest` in ``_pending``
+    #: (:class:`hpcbench.collectives.planned.PlannedRequest`): the progress thread never
+    #: sleeps till a link model's next arrival while one is active
+    polled = False
 
     def __init__(self, gen, result: Any, name: str | None, nbytes: int = 0) -> None:
         self.name = name
@@ -311,6 +316,8 @@ def _earliest_wake(active: list[Request]) -> float | None:
     wake = None
     now = time.monotonic()
     for req in active:
+        if req.polled:
+            return None
         if not req._lock.acquire(blocking=False):
             return None             # a caller in wait() is driving it: keep polling
         try:
