@@ -54,10 +54,12 @@ fi
 start=$(date +%s)
 phase() { echo; echo "== $1 ($(( $(date +%s) - start )) s)"; }
 failed=()
+want() { [[ " ${PHASES:-0 1 2 3 4} " == *" $1 "* ]]; }     # PHASES="1 2": run only those (the summary always)
 check() { local rc=$?; if [ $rc -ne 0 ]; then echo "FAILED: phase $1 (exit $rc)"; failed+=("$1"); fi; }
 TRAIN=(--model "$MODEL" --image_size "$IMAGE" --warmup 3 --iterations "$STEPS" --batches_per_iter 5
        --profile_steps 5 --progress false --device "$DEVICE" --overwrite)
 
+if want 0; then
 phase "0. the device"
 $PY - <<'EOF' | tee "$OUT/provenance.log"
 from mpi4py import MPI
@@ -68,13 +70,17 @@ for k, v in gpu_provenance(select_device(MPI.COMM_WORLD, os.environ.get("DEVICE"
     print(f"{k:>24}: {v}")
 EOF
 check 0
+fi
 
+if want 1; then
 phase "1. -np 1 $MODEL ${IMAGE}x${IMAGE} batch $BATCH, synthetic (KungFu), device $DEVICE"
-$MPIEXEC -n 1 $PY -m hpcbench.train "${TRAIN[@]}" --batch_size "$BATCH" --sync '[ring]' \
+$MPIEXEC -n 1 $PY -m hpcbench.train "${TRAIN[@]}" --batch_size "$BATCH" --sync "${NP1_SYNC:-[ring, nccl, ddp]}" \
     --job_name gpu-np1 --output "$OUT/np1.h5" | tee "$OUT/np1.log"; check 1
 $PY scripts/gpu_bare_resnet.py --model "$MODEL" --image-size "$IMAGE" --batch "$BATCH" --device "$DEVICE" \
     --steps "$((STEPS * 5))" | tee "$OUT/bare.log"; check 1b
+fi
 
+if want 2; then
 phase "2. -np 2 on one device, global batch $BATCH: host-staged ring, gloo DDP, nccl"
 $MPIEXEC -n 2 $PY -m hpcbench.train "${TRAIN[@]}" --batch_size "$((BATCH / 2))" --sync '[ring, ddp, nccl]' --host_staging true \
     --job_name gpu-np2 --output "$OUT/np2.h5" | tee "$OUT/np2.log"; check 2
@@ -82,13 +88,17 @@ for n in 1 2; do
   $MPIEXEC -n "$n" $PY -m pytest -q -p no:cacheprovider -rs tests/mpi/test_gpu_sync.py 2>&1 \
       | tee "$OUT/test-gpu-sync-np$n.log" | tail -6; check "2-tests-np$n"
 done
+fi
 
+if want 3; then
 phase "3. collectives on device buffers, -np 2, 1K..$MAXBYTES"
 ALGS=mpi,ring,auto,rabenseifner,gloo
 if [ "$DEVICE" != cpu ]; then ALGS=$ALGS,nccl,mpi_direct; fi      # device-memory baselines (skipped with a reason)
 $MPIEXEC -n 2 $PY -m hpcbench.bench.collectives --device "$DEVICE" -b 1K -e "$MAXBYTES" -f 4 -n 20 -a "$ALGS" --output "$OUT/collectives.h5" --overwrite \
     | tee "$OUT/collectives.log"; check 3
+fi
 
+if want 4; then
 phase "4. pipeline: 2 stages on one device against the unsplit model"
 $MPIEXEC -n 2 $PY -m pytest -q -p no:cacheprovider -rs tests/mpi/test_pipeline.py -k "gpu or unsplit" 2>&1 \
     | tee "$OUT/test-pipeline-np2.log" | tail -6; check 4-tests
@@ -97,6 +107,7 @@ for n in 1 2; do
       --model.hidden "${PIPE_HIDDEN:-512}" --model.heads 8 --model.seq_len "${PIPE_SEQ:-128}" --batch_size 64 \
       --micro_batches 4 --iterations 5 --job_name "gpu-pipeline-np$n" --output "$OUT/pipeline-np$n.h5" --overwrite | tee "$OUT/pipeline-np$n.log"; check "4-np$n"
 done
+fi
 
 phase "5. summary"
 $PY - "$OUT" <<'EOF'
@@ -119,9 +130,11 @@ def one():
     print(f"card: {card}; driver {a['gpu_driver']}, CUDA {a['cuda_version']}, cuDNN {a['cudnn_version']}, "
           f"NCCL {a['nccl_version']}, precision {a['gpu_precision']}, CUDA-aware MPI: {a['cuda_aware_mpi']} "
           f"({a['cuda_aware_mpi_evidence']})")
+    print(f"np1 {a['model']} profile: forward {a['forward_s'] * 1e3:.1f} ms, backward {a['backward_s'] * 1e3:.1f} ms, "
+          f"optimizer {a['optimizer_s'] * 1e3:.1f} ms on {a['profile_device']}")
     t = read_table(f"{out}/np1.h5", "summary")
-    print(f"np1 {a['model']}: {t['img_per_s_total'][0]:.1f} img/s (profile: forward {a['forward_s'] * 1e3:.1f} ms, "
-          f"backward {a['backward_s'] * 1e3:.1f} ms, optimizer {a['optimizer_s'] * 1e3:.1f} ms on {a['profile_device']})")
+    for s, st, v in zip(t["sync"], t["status"], t["img_per_s_total"]):
+        print(f"np1 {s:>6}: {v:8.1f} img/s  {st}")
 
 
 def bare():
@@ -132,10 +145,11 @@ def bare():
 
 
 def two():
-    base = read_table(f"{out}/np1.h5", "summary")["img_per_s_total"][0]
+    one = read_table(f"{out}/np1.h5", "summary")
+    base = dict(zip(one["sync"], one["img_per_s_total"]))["ring"]
     t = read_table(f"{out}/np2.h5", "summary")
     for s, st, v in zip(t["sync"], t["status"], t["img_per_s_total"]):
-        print(f"np2 {s:>6}: {v:8.1f} img/s total ({v / base:.2f} x np1)  {st}")
+        print(f"np2 {s:>6}: {v:8.1f} img/s total ({v / base:.2f} x np1 ring)  {st}")
 
 
 def pipe():
