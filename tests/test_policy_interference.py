@@ -147,3 +147,16 @@ def test_config_errors():
     cfg = load_config(None, {"model": "digits_mlp", "link.kind": "model",
                              "link.slow": "[{rank: 1, from_step: 4, factor: 3}]", "policies": "[interference]"})
     assert cfg.link.slow[0].factor == 3.0 and cfg.policies[0].threshold == 0.8
+
+
+@pytest.mark.mpi
+def test_slow_link_beyond_the_ranks_exits_2(tmp_path):
+    """A slow link on a rank the job does not have: exit status 2 naming the key and the value, no result file."""
+    from mpitools import run_mpi
+
+    out = tmp_path / "bad.h5"
+    proc = run_mpi(1, ["-m", "hpcbench.train", "--model", "digits_mlp", "--link.kind", "model", "--link.slow",
+                       "[{rank: 3, from_step: 2, factor: 4}]", "--output", str(out)], timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "key 'link.slow.0.rank' has bad value 3: the job has 1 ranks" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
