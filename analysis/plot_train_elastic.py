@@ -20,13 +20,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _style import finish, pyplot
+from _train_results import figure_arguments, load_runs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _style import finish, pyplot  # noqa: E402
-from _train_results import figure_arguments, load_runs  # noqa: E402
-
-from hpcbench.results import read_table  # noqa: E402
+from hpcbench.results import read_table
 
 PHASES = ("decision_ms", "agreement_ms", "notify_ms", "process_start_ms", "communicator_ms", "state_ms",
           "rebuild_ms")

@@ -29,13 +29,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _style import figure_parser, finish, pyplot
+from _train_results import load_runs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _style import figure_parser, finish, pyplot  # noqa: E402
-from _train_results import load_runs  # noqa: E402
-
-from hpcbench.results import read_table  # noqa: E402
+from hpcbench.results import read_table
 
 #: the target of the issue: at least this fraction of the lost throughput recovered
 TARGET = 0.8
