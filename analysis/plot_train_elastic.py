@@ -41,7 +41,7 @@ def decision_lines(run: dict) -> list[str]:
     """One line per worker-count decision: the step it took effect before, the count, the policy's reason."""
     d = run["decisions"]
     return [f"{run['label']}: {int(d['workers'][i])} workers before step {int(d['step'][i])} "
-            f"({_text(d['policy'][i])}: {_text(d['reason'][i])})" for i in range(len(d["step"])) if d["workers"][i] > 0]
+            f"({_text(d['reason'][i])})" for i in range(len(d["step"])) if d["workers"][i] > 0]
 
 
 def _text(v) -> str:

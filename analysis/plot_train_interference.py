@@ -26,7 +26,6 @@ start and the switch marked. Never imports MPI.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 from _style import figure_parser, finish, pyplot
