@@ -116,6 +116,7 @@ def test_emulated_priority_schedule_side_by_side_and_a_replayed_profile(tmp_path
     (3, ["--policies", "[{name: batch_schedule, batch_size: {5: 0}}]"],
      "key 'policies.0.batch_schedule.batch_size.5' has bad value 0"),
     (2, ["--policies", "[stellatrain]"], "'stellatrain' sets the compression ratio; sync 'ring' cannot change it"),
+    (2, ["--sync", "[{name: compressed, compressor: qsgd, optimizer: {name: sgd}}]"], "needs a sparse compressor"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     out = tmp_path / "bad.h5"
@@ -157,7 +158,13 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"sync": "[{name: compressed, compressor: qsgd}]", "policies": "[stellatrain]"}, "sync 'compressed' cannot"),
     ({"policies": "[{name: stellatrain, solver: warp}]"}, "unknown batch solver 'warp'; registered: nelder-mead"),
     ({"policies": "[{name: stellatrain, initial_ratio: 0}]"}, "policies.0.stellatrain.initial_ratio"),
-    ({"speed": "'2:1'"}, "speed: '2:1' needs compute: emulated"),
+    ({"speed": "'2:1'", "device": "auto"}, "speed: '2:1' with real compute needs device: cpu"),
+    ({"sync": "[{name: compressed, compressor: topk, staleness: 1}]", "compute": "emulated"},
+     "sync 'compressed': staleness needs compute: real"),
+    ({"sync": "[{name: compressed, optimizer: {name: sgd}}]"}, "needs a sparse compressor"),
+    ({"sync": "[{name: compressed, compressor: topk, optimizer: {name: sgd, lr: 1}}]"}, "lr is the job's lr"),
+    ({"sync": "[{name: compressed, compressor: topk, optimizer: {name: lamb}}]"}, "unknown sparse optimizer 'lamb'"),
+    ({"sync": "[{name: compressed, compressor: topk, staleness: 2}]"}, "sync.0.compressed.staleness"),
     ({"compute": "emulated", "speed": "fast"}, "speed"),
     ({"link.wan_mean": "100Mbit", "link.trace_index": "0"}, "both set the link's bandwidth over time; give one"),
     ({"link.wan_mean": "fast"}, "link.wan_mean"),
