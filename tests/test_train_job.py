@@ -254,3 +254,28 @@ def test_a_policy_that_raises_ends_every_rank_within_5_s_naming_the_policy(tmp_p
         in proc.stderr
     raised = float(re.search(r"BOOM AT ([0-9.]+)", proc.stderr).group(1))
     assert ended - raised < 5.0, f"{ended - raised:.1f} s from the raise to the end of every rank"
+
+
+@pytest.mark.mpi
+def test_sparse_optimizer_and_staleness_run_end_to_end_and_feed_the_tta_figure(tmp_path):
+    """2:1 workers on real compute, the sparse optimizer with staleness 1 interleaved with plain top-k; the
+    time-to-accuracy figure's curves are the steps' times summed, by hand."""
+    sys.path.insert(0, str(ROOT / "analysis"))
+    from plot_stellatrain_tta import accuracy_curves, main as plot_main, time_to
+
+    out = tmp_path / "s.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.train", *QUICK, "--model", "digits_cnn", "--speed", "'2:1'",
+                       "--warmup", "0", "--interleave_sync", "true", "--bucket_mb", "0.01",
+                       "--sync", "[{name: compressed, compressor: topk, label: plain}, {name: compressed, compressor: "
+                                 "topk, optimizer: {name: sgd, momentum: 0.9}, staleness: 1, label: stale}]",
+                       "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    curves = accuracy_curves(out)
+    steps = read_table(out, "steps")
+    for label in ("plain", "stale"):
+        rows = steps["sync"].astype(str) == label
+        t = np.cumsum(steps["step_s"][rows])
+        np.testing.assert_allclose(curves[label]["time_s"], t[[1, 3]])       # 2 iterations of 2 steps
+        assert curves[label]["steps"] == 4 and len(curves[label]["accuracy"]) == 2
+        assert time_to(curves[label], 0.0) == curves[label]["time_s"][0] and time_to(curves[label], 1.1) == np.inf
+    assert plot_main([str(out), "-o", str(tmp_path / "tta.png")]) == 0 and (tmp_path / "tta.png").stat().st_size
