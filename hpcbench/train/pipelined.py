@@ -70,15 +70,16 @@ class PipelinedStep:
         The replica (its ``params``, ``optimizer``, ``plan``, ``sync``, ``clock``, ``overlap``).
     device : str
         torch device of the buckets (``"cpu"``).
-    lr : float
-        The starting learning rate of the sparse optimizer.
+    sparse : hpcbench.optim.SparseOptimizer or None
+        The synchroniser's sparse optimizer (:meth:`hpcbench.sync.Synchroniser.sparse_optimizer`), or None:
+        torch's optimizer applies the reduced buckets.
     """
 
-    def __init__(self, worker, device: str, lr: float) -> None:
+    def __init__(self, worker, device: str, sparse) -> None:
         self.w = worker
         sync = worker.sync
         self.staleness = int(sync.staleness)
-        self.sparse = sync.sparse_optimizer(lr)
+        self.sparse = sparse
         self.sets = [GradientBuckets(worker.plan, sync, worker.clock, overlap=worker.overlap, device=device)
                      for _ in range(self.staleness + 1)]
         self.current = self.sets[0]

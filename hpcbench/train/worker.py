@@ -85,11 +85,11 @@ class Worker:
         self.plan = BucketPlan(profile.numels, bucket_bytes)
         self._norm = 0.0
         self.pipeline = None
-        if sync.averages == "gradients" and self.order is None and (sync.staleness or
-                                                                    sync.sparse_optimizer(lr) is not None):
+        sparse = sync.sparse_optimizer(lr) if sync.averages == "gradients" else None
+        if sync.averages == "gradients" and self.order is None and (sync.staleness or sparse is not None):
             from hpcbench.train.pipelined import PipelinedStep
 
-            self.pipeline = PipelinedStep(self, device.torch, lr)
+            self.pipeline = PipelinedStep(self, device.torch, sparse)
             self.buckets = self.pipeline.current
         elif sync.averages == "wrapped":
             self.model, self.optimizer = sync.wrap(model, self.optimizer, self._add_norm)
