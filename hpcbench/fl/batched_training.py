@@ -112,7 +112,8 @@ def _train_chunk(model, global_flat, shards, bs, local_steps, batch_size, lr, mo
         x, y = shard.batch(_batch_indices(shard.num_examples, bs, local_steps, gen).reshape(-1))
         xs.append(x.reshape(local_steps, bs, *x.shape[1:]))
         ys.append(y.reshape(local_steps, bs, *y.shape[1:]))
-    xs, ys = torch.stack(xs), torch.stack(ys)
+    dev = anchor[0].device          # the model's device (device: cuda): the mini-batches go there
+    xs, ys = torch.stack(xs).to(dev), torch.stack(ys).to(dev)
 
     def objective(values, x, y):
         logits = functional_call(model, dict(zip(names, values)), (x,))
@@ -124,8 +125,8 @@ def _train_chunk(model, global_flat, shards, bs, local_steps, batch_size, lr, mo
     step = vmap(grad(objective, has_aux=True))
     values = tuple(a.expand(m, *a.shape).clone() for a in anchor)
     velocity = [torch.zeros_like(v) for v in values] if momentum else None
-    total = torch.zeros(m, dtype=torch.float64)
-    squares = torch.zeros(m, dtype=torch.float64)
+    total = torch.zeros(m, dtype=torch.float64, device=dev)
+    squares = torch.zeros(m, dtype=torch.float64, device=dev)
     for s in range(local_steps):
         grads, (loss, per) = step(values, xs[:, s], ys[:, s])
         with torch.no_grad():
@@ -141,9 +142,10 @@ def _train_chunk(model, global_flat, shards, bs, local_steps, batch_size, lr, mo
         squares += per.double().pow(2).reshape(m, -1).sum(dim=1)
     seen = local_steps * bs  # examples, as train_client counts them
     with torch.no_grad():
-        deltas = (torch.cat([v.reshape(m, -1) for v in values], dim=1) - global_flat).numpy()
+        deltas = (torch.cat([v.reshape(m, -1) for v in values], dim=1).cpu() - global_flat).numpy()
     wall = (time.perf_counter() - wall0) / m
     cpu = (time.process_time() - cpu0) / m
+    total, squares = total.cpu(), squares.cpu()
     out = []
     for k, shard in enumerate(shards):
         n = shard.num_examples

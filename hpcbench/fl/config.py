@@ -211,6 +211,8 @@ class FLConfig(_Strict):
     """client SGD momentum"""
     client_training: Literal["auto", "sequential", "batched", "numpy"] = "auto"
     """auto: numpy where the job allows it, else sequential (the engine chosen is what the results file records); numpy: torch-free engine (mlp/logreg, sync, uncompressed), no rank imports torch; sequential: one torch model per client, one after another (the bits of versions before auto); batched: vmapped together, not bit-identical"""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    """where the torch engines train clients: cpu; cuda (one GPU per executor rank, the node-local rank modulo the visible GPUs; exit 2 when none is visible; not the numpy engine); auto (cuda where a GPU is visible). Aggregation and evaluation stay on the CPU"""
     decay_factor: float = Field(1.0, gt=0, le=1)
     """client learning rate x this every decay_round rounds (1: constant; FedScale 0.98)"""
     decay_round: int = Field(10, ge=1, le=1_000_000)
@@ -294,6 +296,8 @@ class FLConfig(_Strict):
         (:func:`hpcbench.fl.setup.uses_torch`).
         """
         problems = []
+        if self.device == "cuda":
+            problems.append("device 'cuda' (the numpy engine computes on the CPU; needs 'cpu' or 'auto')")
         if self.mode != "sync":
             problems.append(f"mode {self.mode!r} (needs 'sync')")
         if MODELS[self.model.name].numpy_target is None:

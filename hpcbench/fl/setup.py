@@ -41,6 +41,8 @@ class Setup:
     server_model: object = None
     """the model rank 0 starts from and evaluates: the numpy twin whenever the numpy engine could train the job
     (whatever engine trains it), else ``model``"""
+    device: object = None
+    """this rank's :class:`hpcbench.runtime.device.Device` (``device:``): where ``model`` trains clients"""
 
 
 def _load_trace(kind: str, tc):
@@ -106,6 +108,8 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     from hpcbench.fl.models import build_model, build_numpy_model
     from hpcbench.fl.selection import SELECTORS
 
+    torch_here = uses_torch(cfg, comm)
+    where = _client_device(cfg, comm, torch_here)   # first: a missing GPU is an input error before any loading
     try:
         dataset = build_dataset(cfg.dataset, cfg.seed, comm)
     except (ValueError, OSError) as exc:
@@ -118,7 +122,6 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     availability = _load_trace("availability", cfg.traces.availability)
     registry = ClientRegistry(dataset.num_clients, dataset.client_sizes(), len(device), len(bandwidth),
                               len(availability), cfg.seed)
-    torch_here = uses_torch(cfg, comm)
     if torch_here:
         model = build_model(cfg.model, dataset, cfg.seed)
         num_parameters = sum(p.numel() for p in model.parameters())
@@ -141,8 +144,30 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
         work)
     clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector, compute_scale)
     clock.down_bytes, clock.up_bytes = down_bytes, up_bytes
+    if where.is_cuda:   # last: the codecs, the FLOPs count and rank 1's initial vector read the CPU model
+        model = model.to(where.torch)
     return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
-                 model_bytes, num_parameters, uplink, downlink, server_model)
+                 model_bytes, num_parameters, uplink, downlink, server_model, where)
+
+
+def _client_device(cfg, comm, torch_here: bool):
+    """This rank's device for training clients (collective over ``comm``; :func:`select_device`).
+
+    Only a rank that trains clients with a torch engine takes a GPU: rank 0 of a multi-rank job
+    aggregates and evaluates on the CPU.
+
+    Raises
+    ------
+    InputError
+        ``device: cuda`` and no GPU visible to some executor rank (on every rank).
+    """
+    from mpi4py import MPI
+
+    from hpcbench.runtime.device import select_device
+
+    comm = MPI.COMM_SELF if comm is None else comm
+    trains = torch_here and cfg.client_training != "numpy" and (comm.size == 1 or comm.rank != 0)
+    return select_device(comm, cfg.device, "device", needed=trains)
 
 
 def _numpy_server_model(cfg, model, dataset, comm):

@@ -26,11 +26,18 @@ def local_loss(model: torch.nn.Module, global_flat: torch.Tensor, shard: ClientS
     """Mean per-example loss of ``global_flat`` over all of ``shard``'s local examples (``F_k(w)``)."""
     load_flat_parameters(model, global_flat)
     model.eval()
+    dev = _device_of(model)
     total = 0.0
     for lo in range(0, shard.num_examples, batch_size):
         x, y = shard.batch(torch.arange(lo, min(lo + batch_size, shard.num_examples)))
+        x, y = x.to(dev), y.to(dev)
         total += float(model.sample_losses(model(x), y).double().sum())
     return total / shard.num_examples
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    """The device ``model``'s parameters live on (the client data is moved there batch by batch)."""
+    return next(model.parameters()).device
 
 
 def client_generator(seed: int, round_: int, client_id: int) -> torch.Generator:
@@ -66,6 +73,13 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
         ``term(params, global_params) -> 0-d tensor``.
     global_loss : bool
         Also measure the global model's mean loss on the local data (:func:`local_loss`).
+
+    Notes
+    -----
+    On a GPU (``model`` on a CUDA device, ``device: cuda``) every mini-batch is copied there as it is
+    drawn; the shuffles stay on the CPU generator, so the same examples are drawn on either device, and
+    the update comes back as a host array. On the CPU the moves are no-ops: the bits are the same as
+    before the option existed.
     """
     wall0, cpu0 = time.perf_counter(), time.process_time()
     f_global = local_loss(model, global_flat, shard) if global_loss else math.nan
@@ -74,6 +88,7 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
     if not model.training:
         model.train()
     params = [p for p in every if p.requires_grad]
+    dev = _device_of(model)
     anchor = [p.detach().clone() for p in params] if regulariser is not None else None
     velocity = [torch.zeros_like(p) for p in params] if momentum else None
     n = shard.num_examples
@@ -88,6 +103,7 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
             perm = torch.randperm(n, generator=generator)
             pos = 0
         x, y = shard.batch(perm[pos:pos + bs])
+        x, y = x.to(dev), y.to(dev)
         pos += bs
         for p in params:
             p.grad = None
@@ -100,7 +116,7 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
         squares += float(model.sample_losses(logits.detach(), y).double().pow(2).sum())  # detached: no graph
         seen += len(y)
     with torch.no_grad():  # parameters_to_vector's concatenation, minus the global model, in a new array
-        delta = torch.cat([p.reshape(-1) for p in every]).sub_(global_flat).numpy()
+        delta = torch.cat([p.reshape(-1) for p in every]).cpu().sub_(global_flat).numpy()
     utility = min(n, local_steps * batch_size) * math.sqrt(squares / seen)
     return LocalResult(delta, n, total / local_steps, utility, f_global, time.perf_counter() - wall0,
                        time.process_time() - cpu0)
@@ -131,11 +147,12 @@ def evaluate(model: torch.nn.Module, flat: torch.Tensor, x: torch.Tensor, y: tor
     """
     load_flat_parameters(model, flat)
     model.eval()
+    dev = _device_of(model)
     correct = 0
     loss_sum = 0.0
     count = 0
     for lo in range(0, len(x), batch_size):
-        xb, yb = x[lo:lo + batch_size], y[lo:lo + batch_size]
+        xb, yb = x[lo:lo + batch_size].to(dev), y[lo:lo + batch_size].to(dev)
         logits = model(xb)
         flat_logits = logits.reshape(-1, logits.shape[-1])
         flat_y = yb.reshape(-1)

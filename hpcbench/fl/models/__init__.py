@@ -92,10 +92,10 @@ def build_numpy_model(cfg, dataset, seed: int):
 
 
 def flat_parameters(model) -> torch.Tensor:
-    """All parameters of a torch model as one float32 vector of shape (num_parameters,), a copy."""
+    """All parameters of a torch model as one float32 vector of shape (num_parameters,), a copy in host memory."""
     import torch
 
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().cpu().clone()
 
 
 def load_flat_parameters(model, flat, params: list | None = None) -> None:
