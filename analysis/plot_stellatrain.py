@@ -28,12 +28,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _style import outputs, save_figure
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from plot_tta import save_figure  # noqa: E402
-
-from hpcbench.results import read_table  # noqa: E402
+from hpcbench.results import read_table
 
 
 def estimate_errors(tel: dict, ctl: dict, after: int, window: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file", type=Path, help="hpcbench train result file (.h5) of a stellatrain run")
-    ap.add_argument("-o", "--output", type=Path, default=Path("results/train-stellatrain.png"))
+    ap.add_argument("-o", "--output", type=Path, action="append", default=None,
+                    help="figure file; repeat for more formats (-o fig.png -o fig.pdf)")
+    ap.set_defaults(default_output=Path("results/train-stellatrain.png"))
     ap.add_argument("--sync", default=None, help="the entry (label) to draw")
     ap.add_argument("--after", type=int, default=20, help="decisions from this step on count in the median")
     ap.add_argument("--window", type=int, default=5, help="steps the true bandwidth is averaged over")
@@ -111,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ax[3].set_xlabel("step")
     fig.suptitle(f"{args.file.name}: {label}, {len(ranks)} workers")
     fig.tight_layout()
-    save_figure(fig, args.output)
+    save_figure(fig, outputs(args))
     s, err = estimate_errors(r0, ctl, args.after, args.window)
     print(f"{'step':>6} {'estimate/true - 1':>18}")
     for a, e in zip(s, err):
@@ -122,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = steps["warmup"] == 0
     print(f"throughput: {steps['global_batch'][ok].sum() / steps['step_s'][ok].sum():.1f} samples/s over "
           f"{ok.sum()} measured steps")
-    print(f"wrote {args.output}")
+    print(f"wrote {', '.join(map(str, outputs(args)))}")
     return 0
 
 

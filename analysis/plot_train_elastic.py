@@ -9,7 +9,9 @@ Reads hpcbench training result files (kind ``train``; the ``steps`` table's
 table), draws per file the worker count (step line) and the total throughput
 (samples/s, each step) against the run's elapsed time (the steps' times
 added up), marks each resize, and prints the resize table (kind, phases in
-ms, bytes). Never imports MPI.
+ms, bytes) and the policies' reasons for each worker count (the
+``decisions`` table: the ``provisioning`` policy's measured ``T(N)``, KungFu's
+figure 6). Never imports MPI.
 """
 
 from __future__ import annotations
@@ -18,13 +20,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _style import finish, pyplot
+from _train_results import figure_arguments, load_runs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _style import finish, pyplot  # noqa: E402
-from _train_results import figure_arguments, load_runs  # noqa: E402
-
-from hpcbench.results import read_table  # noqa: E402
+from hpcbench.results import read_table
 
 PHASES = ("decision_ms", "agreement_ms", "notify_ms", "process_start_ms", "communicator_ms", "state_ms",
           "rebuild_ms")
@@ -34,7 +33,19 @@ def load_elastic(path: Path) -> dict:
     """Per step: elapsed time (s, end of the step), workers, samples/s; and the resizes rows."""
     steps = read_table(path, "steps")
     return {"label": path.stem, "time_s": np.cumsum(steps["step_s"]), "workers": steps["workers"],
-            "throughput": steps["samples_per_s_total"], "step": steps["step"], "resizes": read_table(path, "resizes")}
+            "throughput": steps["samples_per_s_total"], "step": steps["step"], "resizes": read_table(path, "resizes"),
+            "decisions": read_table(path, "decisions")}
+
+
+def decision_lines(run: dict) -> list[str]:
+    """One line per worker-count decision: the step it took effect before, the count, the policy's reason."""
+    d = run["decisions"]
+    return [f"{run['label']}: {int(d['workers'][i])} workers before step {int(d['step'][i])} "
+            f"({_text(d['reason'][i])})" for i in range(len(d["step"])) if d["workers"][i] > 0]
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def resize_lines(run: dict) -> list[str]:
@@ -73,7 +84,7 @@ def main(argv=None) -> int:
     args = figure_arguments(argv, __doc__, "results/elastic.png")
     runs = [load_elastic(r["path"]) for r in load_runs(args.files, "plot_train_elastic")]
     for run in runs:
-        for line in resize_lines(run):
+        for line in decision_lines(run) + resize_lines(run):
             print(line)
     return finish(plot(runs), args)
 

@@ -117,7 +117,10 @@ def test_the_repository_manifest_loads_and_plans_both_tiers(tmp_path):
     ("a.b.c.__class__", "not allowed"),
     ("(lambda: 1)()", "unknown function"),
     ("[x for x in a.b.c]", "not allowed"),
-    ("a.b.c[open('x')]", "not allowed in a row filter"),
+    ("a.b.c[open('x')]", "unknown function 'open'"),
+    ("a.b.c[x == a.b]", "not allowed in a row filter"),
+    ("a.b.c[x == mean(a.b.c, 2)]", "exactly one argument"),
+    ("min()", "one or more arguments"),
     ("mean(a.b.c, 2)", "exactly one argument"),
     ("os", "unknown name"),
     ("1 + 2", "reads no data"),
@@ -157,6 +160,26 @@ def test_quantity_evaluation_by_hand():
         evaluate(parse("j.t.x[k == 'a']"), src)
     with pytest.raises(ExpressionError, match="no column 'y'"):
         evaluate(parse("j.t.y"), src)
+
+
+def test_quantities_inside_row_filters_and_several_arguments():
+    """Time to accuracy as the training claims read it: the steps up to the first iteration at the target."""
+    steps = {"step_s": np.array([9.0, 1.0, 2.0, 3.0, 4.0, 5.0]), "warmup": np.array([True] + [False] * 5),
+             "iteration": np.array([-1, 0, 0, 1, 1, 2])}
+    src = _Tables({("a", "steps"): steps, ("a", "iterations"): {"iteration": np.array([0, 1, 2]),
+                                                                "accuracy": np.array([0.5, 0.96, 0.97])},
+                   ("b", "attrs"): {"t": np.array([7.0, 2.5])}, ("c", "attrs"): {"t": np.array([4.0])}})
+    tta = "sum(a.steps.step_s[not warmup and iteration <= first(a.iterations.iteration[accuracy >= {}])])"
+    expr = parse(tta.format(0.95))
+    assert {str(r) for r in expr.refs} == {"a.steps.step_s", "a.iterations.iteration"}
+    assert evaluate(expr, src).value == 10.0
+    assert evaluate(parse(tta.format(0.97)), src).value == 15.0
+    with pytest.raises(EmptySelection, match="accuracy >= 0.99"):
+        evaluate(parse(tta.format(0.99)), src)
+    with pytest.raises(ExpressionError, match="in a row filter gives 3 values"):
+        evaluate(parse("sum(a.steps.step_s[iteration <= a.iterations.iteration])"), src)
+    assert evaluate(parse("min(b.attrs.t, c.attrs.t)"), src).value == 2.5
+    assert evaluate(parse("max(b.attrs.t, c.attrs.t, 5)"), src).value == 7.0
 
 
 def test_override_values_on_the_command_line():

@@ -14,7 +14,17 @@ from pydantic import Field, field_validator, model_validator
 
 from hpcbench.runtime.config import Strict
 
-__all__ = ["LinkConfig"]
+__all__ = ["LinkConfig", "SlowLinkConfig"]
+
+
+class SlowLinkConfig(Strict):
+    """One injected slow link: rank ``rank``'s outgoing link takes ``factor`` times as long from step ``from_step``
+    of each run on (:class:`hpcbench.collectives.linkmodel.SlowLink`; KungFu's figure 5 interference)."""
+
+    rank: int = Field(ge=0, description="the rank whose outgoing link slows")
+    from_step: int = Field(ge=0, description="the first step (of each run, from 0) with the slow link")
+    factor: float = Field(ge=1.0, le=1e6, description="transfer times multiplied by this (bandwidth divided by it; "
+                                                      "1: the link is back to its normal speed)")
 
 
 class LinkConfig(Strict):
@@ -26,7 +36,11 @@ class LinkConfig(Strict):
     ``trace_scale``, one per ``trace_interval_s``), or the MobiPerf WAN
     replay scaled to ``wan_mean`` (:meth:`hpcbench.collectives.linkmodel.BandwidthReplay.mobiperf_wan`),
     where the runner replays traces (train; the pipeline's links are
-    constant-rate).
+    constant-rate). ``slow`` injects slow links from a given step (train):
+    rank ``rank``'s transfers take ``factor`` times as long from its step
+    ``from_step`` on, until a later entry of the same rank
+    (:class:`hpcbench.collectives.linkmodel.SlowLink`);
+    ranks beyond the job's are refused by the runner.
     """
 
     kind: Literal["shared", "model"] = "shared"
@@ -38,12 +52,21 @@ class LinkConfig(Strict):
     wan_mean: Optional[str] = Field(None, description="a fluctuating wide-area link: the MobiPerf speed tests' "
                                                       "means in turn, scaled to this mean, e.g. 100Mbit or 500Mbit "
                                                       "(StellaTrain's settings); one per trace_interval_s (train)")
+    slow: list[SlowLinkConfig] = Field([], description="injected slow links (model links, train): "
+                                                       "[{rank: R, from_step: S, factor: F}]")
 
     @model_validator(mode="after")
     def _one_trace(self):
         if self.wan_mean is not None and self.trace_index is not None:
             raise ValueError(f"wan_mean: {self.wan_mean!r} and trace_index: {self.trace_index} both set the "
                              f"link's bandwidth over time; give one")
+        if self.slow and self.kind != "model":
+            raise ValueError(f"slow: {[s.model_dump() for s in self.slow]} slows modelled links; give kind: model")
+        seen = set()
+        for i, e in enumerate(self.slow):
+            if (e.rank, e.from_step) in seen:
+                raise ValueError(f"slow.{i}: rank {e.rank} has two entries from step {e.from_step}; give one")
+            seen.add((e.rank, e.from_step))
         return self
 
     @field_validator("bandwidth", "wan_mean")

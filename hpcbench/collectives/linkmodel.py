@@ -25,6 +25,12 @@ the transport is built (a collective call). With a time dilation ``d``
 (``dilation=TimeDilation(d)``) every modelled duration above (``alpha``, ``tx``)
 lasts ``d`` times longer in wall time.
 
+A slow link (:class:`SlowLink`, KungFu's figure 5 interference) multiplies
+one rank's transfer times by a factor from a given step on: the runner tells
+the transport each step's number (:meth:`LinkTransport.at_step`), the link
+model decides which factor holds; latency is unchanged. Factors are >= 1, so
+a receiver's bound on the arrival (its own link's peak rate) stays a bound.
+
 ``bytes_sent`` counts payload bytes exactly (the modelled wire bytes); the
 headers are bookkeeping, counted apart in ``header_bytes_sent`` and not
 charged to the link. With a traffic meter (``transport.meter``, see
@@ -37,6 +43,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
@@ -46,7 +53,8 @@ from hpcbench.collectives.transport import P2PRequest, Transport, _mpi_buffer
 from hpcbench.runtime.dilation import NO_DILATION, TimeDilation
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest", "STELLATRAIN_WAN_MEANS_BPS"]
+__all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest", "SlowLink", "slowdown_at",
+           "STELLATRAIN_WAN_MEANS_BPS"]
 
 #: StellaTrain's fluctuating wide-area settings: mean bandwidth 100 Mbit/s and 500 Mbit/s
 STELLATRAIN_WAN_MEANS_BPS = (100e6, 500e6)
@@ -73,6 +81,53 @@ def parse_rate(text: str | float) -> float:
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"rate must be positive and finite, got {text!r}")
     return v
+
+
+@dataclass(frozen=True)
+class SlowLink:
+    """An injected slow link: rank ``rank``'s outgoing link is ``factor`` times slower from step ``from_step`` on.
+
+    Attributes
+    ----------
+    rank : int
+        Rank (of the transport's communicator) whose sends slow down.
+    from_step : int
+        First step (the runner's numbering, from 0) with the factor.
+    factor : float
+        Transfer times are multiplied by it (the bandwidth divided), >= 1;
+        latency is unchanged. 1 ends an earlier slowdown.
+
+    Notes
+    -----
+    KungFu's figure 5 injects interference into one machine's network;
+    hpcbench's link model has one outgoing link per rank, so the
+    interference slows every message that rank sends (to any peer), not a
+    link between two ranks. Messages already departed keep their times.
+    """
+
+    rank: int
+    from_step: int
+    factor: float
+
+    def __post_init__(self) -> None:
+        if not (self.rank >= 0 and self.from_step >= 0):
+            raise ValueError(f"rank and from_step must be >= 0, got {self.rank}, {self.from_step}")
+        if not (self.factor >= 1.0 and math.isfinite(self.factor)):
+            raise ValueError(f"factor must be a finite number >= 1, got {self.factor!r}")
+
+
+def slowdown_at(slow, rank: int, step: int) -> float:
+    """The factor rank ``rank``'s transfers take at step ``step``: that of its :class:`SlowLink` with the latest
+    ``from_step <= step``, 1.0 where none has begun.
+
+    Examples
+    --------
+    >>> s = (SlowLink(1, 5, 4.0), SlowLink(1, 9, 1.0))
+    >>> [slowdown_at(s, 1, t) for t in (4, 5, 8, 9)], slowdown_at(s, 0, 6)
+    ([1.0, 4.0, 4.0, 1.0], 1.0)
+    """
+    mine = [s for s in slow if s.rank == rank and s.from_step <= step]
+    return max(mine, key=lambda s: s.from_step).factor if mine else 1.0
 
 
 class BandwidthReplay:
@@ -345,6 +400,9 @@ class LinkTransport(Transport):
         Ignored when ``trace`` is given.
     trace : BandwidthReplay, optional
         Time-varying bandwidth.
+    slow : sequence of SlowLink, optional
+        Injected slow links; the entries of this rank apply from the step
+        :meth:`at_step` last named (none before the first call).
     dilation : hpcbench.runtime.dilation.TimeDilation, optional
         Time dilation ``d`` (default none, ``d = 1``): the modelled latency
         and transfer time last ``d`` times longer in wall time (a message
@@ -362,11 +420,13 @@ class LinkTransport(Transport):
         Bytes of arrival-stamp headers (not charged).
     modelled_busy_s : float
         Total modelled transmission time of this rank's link (undilated seconds).
+    slowdown : float
+        The factor this rank's transfer times take now (1.0: no slow link).
     """
 
     def __init__(self, comm: MPI.Comm, alpha: float = 0.0, beta: float | str = "1Gbit",
                  trace: BandwidthReplay | None = None,
-                 dilation: TimeDilation | None = None) -> None:
+                 dilation: TimeDilation | None = None, slow=()) -> None:
         super().__init__(comm)
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")
@@ -383,14 +443,20 @@ class LinkTransport(Transport):
         self.link_free = 0.0
         self.header_bytes_sent = 0
         self.modelled_busy_s = 0.0
+        self.slow = tuple(slow)
+        self.slowdown = 1.0
+
+    def at_step(self, step: int) -> None:
+        """The runner is about to run step ``step``: the slow links' factor for this rank from now on."""
+        self.slowdown = slowdown_at(self.slow, self.comm.rank, step) if self.slow else 1.0
 
     def transfer_time(self, nbytes: int, depart: float) -> float:
         """Modelled seconds to push ``nbytes`` starting at monotonic time ``depart`` (no
         latency, not dilated)."""
         bits = 8.0 * nbytes
         if self.trace is not None:
-            return self.trace.transfer_time(bits, self.dilation.to_model(depart - self.t0))
-        return bits / self.beta
+            return self.slowdown * self.trace.transfer_time(bits, self.dilation.to_model(depart - self.t0))
+        return self.slowdown * bits / self.beta
 
     def isend(self, buf: np.ndarray, dest: int, tag: int) -> LinkRequest:
         now = time.monotonic()
@@ -431,11 +497,11 @@ class LinkTransport(Transport):
 
     def link_rate(self, start: float, end: float) -> float:
         """The link's mean bandwidth (bit/s) between monotonic times ``start`` and ``end`` (the constant rate,
-        or the trace's :meth:`BandwidthReplay.mean_rate` over that modelled span)."""
+        or the trace's :meth:`BandwidthReplay.mean_rate` over that modelled span), divided by the slowdown now."""
         if self.trace is None:
-            return self.beta
+            return self.beta / self.slowdown
         to = self.dilation.to_model
-        return self.trace.mean_rate(to(start - self.t0), to(end - self.t0))
+        return self.trace.mean_rate(to(start - self.t0), to(end - self.t0)) / self.slowdown
 
     def free(self) -> None:
         """Free the duplicated header communicator (collective)."""
@@ -444,4 +510,5 @@ class LinkTransport(Transport):
 
     def __repr__(self) -> str:
         link = f"trace({self.trace.bits_per_s.size} samples)" if self.trace else f"{self.beta:.3g} bit/s"
-        return f"LinkTransport(alpha={self.alpha}, beta={link}, dilation={self.dilation.factor:g})"
+        slow = f", slow={list(self.slow)}" if self.slow else ""
+        return f"LinkTransport(alpha={self.alpha}, beta={link}, dilation={self.dilation.factor:g}{slow})"

@@ -154,20 +154,26 @@ def _client_device(cfg, comm, torch_here: bool):
     """This rank's device for training clients (collective over ``comm``; :func:`select_device`).
 
     Only a rank that trains clients with a torch engine takes a GPU: rank 0 of a multi-rank job
-    aggregates and evaluates on the CPU.
+    aggregates and evaluates on the CPU. Without ``comm`` (one process that never starts MPI, e.g. an
+    analysis script redrawing a job's clock) the device is picked alone.
 
     Raises
     ------
     InputError
         ``device: cuda`` and no GPU visible to some executor rank (on every rank).
     """
-    from mpi4py import MPI
+    from hpcbench.runtime.device import pick_device, select_device, visible_gpus
 
-    from hpcbench.runtime.device import select_device
+    trains = torch_here and cfg.client_training != "numpy" and (comm is None or comm.size == 1 or comm.rank != 0)
+    if comm is not None:
+        return select_device(comm, cfg.device, "device", needed=trains)
+    requested = cfg.device if trains else "cpu"
+    dev = pick_device(requested, 0, 1, 0 if requested == "cpu" else visible_gpus(), "device")
+    if dev.is_cuda:
+        import torch
 
-    comm = MPI.COMM_SELF if comm is None else comm
-    trains = torch_here and cfg.client_training != "numpy" and (comm.size == 1 or comm.rank != 0)
-    return select_device(comm, cfg.device, "device", needed=trains)
+        torch.cuda.set_device(dev.index)
+    return dev
 
 
 def _numpy_server_model(cfg, model, dataset, comm):

@@ -135,6 +135,9 @@ class PipelineConfig(Strict):
         if self.link.trace_index is not None:
             raise ValueError(f"link.trace_index: {self.link.trace_index}: the pipeline's links have a constant "
                              f"rate (link.bandwidth); trace replay is train's")
+        if self.link.slow:
+            raise ValueError(f"link.slow: {[e.model_dump() for e in self.link.slow]}: slow links are injected by "
+                             f"the training runner's steps; the pipeline's links have a constant rate")
         if self.batch_size % self.micro_batches:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
                              f"({self.micro_batches})")

@@ -17,6 +17,8 @@ from hpcbench.policies.batch_schedule import BatchSchedule
 from hpcbench.policies.decision import FIELDS, Decision, Vote
 from hpcbench.policies.elastic import ElasticSchedule
 from hpcbench.policies.gns_batch import GnsBatch
+from hpcbench.policies.interference import Interference
+from hpcbench.policies.provisioning import Provisioning
 from hpcbench.policies.sync_switch import SyncSwitch
 from hpcbench.policies.stellatrain import StellaTrain
 from hpcbench.policies.telemetry import Telemetry
@@ -30,6 +32,8 @@ POLICIES: Registry[type[Policy]] = Registry("policy", {
     BatchSchedule.name: BatchSchedule,
     ElasticSchedule.name: ElasticSchedule,
     GnsBatch.name: GnsBatch,
+    Interference.name: Interference,
+    Provisioning.name: Provisioning,
     SyncSwitch.name: SyncSwitch,
     StellaTrain.name: StellaTrain,
 })

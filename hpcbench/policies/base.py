@@ -90,6 +90,17 @@ class PolicyContext:
     message_elements : tuple of int
         Elements of each gradient message a step sends (the runner's buckets,
         in order); empty where the runner does not say.
+    message_itemsize : int
+        Bytes per element of those messages (float32 gradients: 4).
+    algorithms : tuple of str
+        The allreduce algorithms the active synchroniser could switch to and
+        that have a cost model (empty where it cannot switch).
+    allreduce_time : callable or None
+        The runner's cost model over links of different speeds,
+        ``allreduce_time(algorithm, nbytes, alpha_s, betas) -> seconds``
+        (:func:`hpcbench.collectives.linkcost.predict_allreduce_links`, a pure
+        function: a policy prices algorithms without importing the
+        collectives); None where the runner has none.
     """
 
     rank: int
@@ -105,6 +116,9 @@ class PolicyContext:
     total_steps: int | None
     max_workers: int | None = None
     message_elements: tuple = ()
+    message_itemsize: int = 4
+    algorithms: tuple = ()
+    allreduce_time: object = None
 
 
 class PolicyConfig(StrategyConfig):
@@ -118,6 +132,11 @@ class PolicyConfig(StrategyConfig):
         """The monitor outputs (``Telemetry.monitors`` keys, ``LABEL_OUTPUT``) the policy reads (a runner whose
         monitors do not produce one refuses it); a name of the runner's per-rank telemetry fields is one too."""
         return ()
+
+    def needs_link_times(self) -> bool:
+        """Whether the policy reads each rank's measured link time per byte (``sent_bytes``, ``link_busy_s``),
+        which only modelled links measure (a runner without them refuses it)."""
+        return False
 
     def sync_sections(self) -> tuple:
         """The synchronisers (names or ``sync`` sections) the policy may switch to, checked by the runner when

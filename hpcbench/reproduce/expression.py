@@ -14,11 +14,16 @@ may appear:
   run's root attributes (``world_size``, ``seed``, ``job_name``), else the
   constants below; conditions combine comparisons (``==``, ``!=``, ``<``,
   ``<=``, ``>``, ``>=``, ``in (..)``, ``not in (..)``) with ``and``, ``or``,
-  ``not``;
+  ``not``; a quantity inside a condition (``JOB.TABLE.COLUMN``, filtered
+  or not, or a function of one) is evaluated on its own and must give one
+  number, which every row is compared with (``iteration <=
+  first(a.iterations.iteration[accuracy >= 0.95])``);
 - **arithmetic**: ``+ - * /``, unary minus, numbers, strings (in
   conditions), the constants ``KiB MiB GiB`` (powers of 1024), ``KB MB GB``
   (powers of 1000) and ``Mbit Gbit`` (bit/s);
 - **functions**: ``mean median min max sum std count first last abs``;
+  ``min`` and ``max`` also take several arguments (over all their values:
+  ``min(a.attrs.x, b.attrs.x)``), the others one;
   arrays of equal length combine element by element (a scalar broadcasts).
 
 The value of a quantity must be one number: a selection of exactly one row
@@ -27,6 +32,7 @@ is one number; more need a function (``mean(...)``). Examples::
     mean(random.attrs.time_to_accuracy_s) / mean(oort.attrs.time_to_accuracy_s)
     coll.results.busbw[impl == 'ring' and size == 16 * MiB] / coll.results.busbw[impl == 'mpi' and size == 16 * MiB]
     100 * fig8.summary.monitor_overhead[variant == 'gns']
+    sum(a.steps.step_s[not warmup and iteration <= first(a.iterations.iteration[accuracy >= 0.95])])
 """
 
 from __future__ import annotations
@@ -59,6 +65,9 @@ FUNCTIONS: dict[str, Callable] = {
     "mean": np.mean, "median": np.median, "min": np.min, "max": np.max, "sum": np.sum, "std": np.std,
     "count": len, "first": _first, "last": _last, "abs": np.abs,
 }
+
+#: functions that take several arguments (reduced over all their values together)
+_VARIADIC = frozenset({"min", "max"})
 
 _ARITH = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide}
 _COMPARE = {ast.Eq: np.equal, ast.NotEq: np.not_equal, ast.Lt: np.less, ast.LtE: np.less_equal,
@@ -134,28 +143,35 @@ def _where(node: ast.AST) -> str:
     return f" (column {node.col_offset + 1})" if hasattr(node, "col_offset") else ""
 
 
-def _check_condition(node: ast.AST) -> None:
-    """Nodes allowed inside a row filter."""
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, (ast.And, ast.Or)):
+def _is_quantity(node: ast.AST) -> bool:
+    """Whether ``node`` is a quantity of its own inside a row filter (a data reference or a function call)."""
+    return _ref_of(node) is not None or isinstance(node, (ast.Subscript, ast.Call))
+
+
+def _check_condition(node: ast.AST, refs: list[Ref]) -> None:
+    """Nodes allowed inside a row filter; collects the data references of quantities inside it."""
+    if _is_quantity(node):
+        _check(node, refs)
+    elif isinstance(node, ast.BoolOp) and isinstance(node.op, (ast.And, ast.Or)):
         for v in node.values:
-            _check_condition(v)
+            _check_condition(v, refs)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
-        _check_condition(node.operand)
+        _check_condition(node.operand, refs)
     elif isinstance(node, ast.Compare):
         for op, right in zip(node.ops, node.comparators):
             if isinstance(op, (ast.In, ast.NotIn)):
                 if not isinstance(right, (ast.Tuple, ast.List)):
                     raise ExpressionError(f"'in' needs a literal tuple or list{_where(right)}")
                 for elt in right.elts:
-                    _check_condition(elt)
+                    _check_condition(elt, refs)
             elif type(op) not in _COMPARE:
                 raise ExpressionError(f"comparison {type(op).__name__} is not allowed{_where(node)}")
             else:
-                _check_condition(right)
-        _check_condition(node.left)
+                _check_condition(right, refs)
+        _check_condition(node.left, refs)
     elif isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
-        _check_condition(node.left)
-        _check_condition(node.right)
+        _check_condition(node.left, refs)
+        _check_condition(node.right, refs)
     elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
         pass
     elif isinstance(node, ast.Name):
@@ -174,7 +190,7 @@ def _check(node: ast.AST, refs: list[Ref]) -> None:
         if ref is None:
             raise ExpressionError(f"only JOB.TABLE.COLUMN can be filtered with [...]{_where(node)}")
         refs.append(ref)
-        _check_condition(node.slice)
+        _check_condition(node.slice, refs)
     elif isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
         _check(node.left, refs)
         _check(node.right, refs)
@@ -185,9 +201,12 @@ def _check(node: ast.AST, refs: list[Ref]) -> None:
             name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
             raise ExpressionError(f"unknown function {name!r}{_where(node)}; "
                                   f"allowed: {', '.join(FUNCTIONS)}")
-        if node.keywords or len(node.args) != 1:
-            raise ExpressionError(f"{node.func.id}() takes exactly one argument{_where(node)}")
-        _check(node.args[0], refs)
+        if node.keywords or not node.args or (len(node.args) > 1 and node.func.id not in _VARIADIC):
+            raise ExpressionError(f"{node.func.id}() takes exactly one argument{_where(node)}"
+                                  if node.func.id not in _VARIADIC else
+                                  f"{node.func.id}() takes one or more arguments{_where(node)}")
+        for arg in node.args:
+            _check(arg, refs)
     elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value,
                                                                                                      bool):
         pass
@@ -277,7 +296,7 @@ class _Evaluator:
             v = self.value(node.operand)
             return -v if isinstance(node.op, ast.USub) else v
         if isinstance(node, ast.Call):
-            arg = _as_array(self.value(node.args[0]))
+            arg = np.concatenate([_as_array(self.value(a)) for a in node.args])
             fn = FUNCTIONS[node.func.id]
             if node.func.id == "abs":
                 return fn(arg)
@@ -289,6 +308,11 @@ class _Evaluator:
         raise ExpressionError(f"cannot evaluate {ast.unparse(node)!r}")  # pragma: no cover - parse() refused it
 
     def condition(self, node: ast.AST, table: Mapping[str, np.ndarray], n: int):
+        if _is_quantity(node):
+            v = _as_array(self.value(node))
+            if len(v) != 1:
+                raise ExpressionError(f"{ast.unparse(node)!r} in a row filter gives {len(v)} values, not one")
+            return float(v[0])
         if isinstance(node, ast.BoolOp):
             parts = [np.asarray(self.condition(v, table, n), dtype=bool) for v in node.values]
             return np.logical_and.reduce(parts) if isinstance(node.op, ast.And) else np.logical_or.reduce(parts)

@@ -349,6 +349,9 @@ class TrainConfig(Strict):
                     raise ValueError(f"policies.{i}: {p.name!r} sets the compression ratio; sync {bad[0]!r} cannot "
                                      f"change it (use {{name: compressed, compressor: {{name: topk}}}} or another "
                                      f"compressor that takes a ratio)")
+            if p.needs_link_times() and self.link.kind != "model":
+                raise ValueError(f"policies.{i}: {p.name!r} reads each rank's measured link time per byte, which "
+                                 f"modelled links measure: give link.kind: model")
             if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
                 raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
                                  f"epoch_size (samples per epoch)")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["Hook", "FaultHook", "MonitorHook", "Progress", "variants"]
+__all__ = ["Hook", "FaultHook", "LinkStepHook", "MonitorHook", "Progress", "variants"]
 
 
 class Hook:
@@ -79,6 +79,15 @@ class FaultHook(Hook):
 
     def import_state(self, state) -> None:
         self.steps_done = state
+
+
+class LinkStepHook(Hook):
+    """Tells the run's modelled links the step about to run (:meth:`hpcbench.collectives.linkmodel.LinkTransport.at_step`),
+    so that the slow links injected by ``link.slow`` take effect from their step; the link model decides the
+    factor."""
+
+    def before_step(self, ctx) -> None:
+        ctx.setup.transport.at_step(ctx.info.step)
 
 
 def variants(monitors, interleave: bool) -> list[tuple[str, list]]:

@@ -39,6 +39,10 @@ class TrainJob(Job):
         n = MODELS[cfg.model].train_samples
         if cfg.elastic is not None:
             self._check_elastic(cfg.elastic)
+        for i, e in enumerate(cfg.link.slow):
+            if e.rank >= self.comm.size:
+                raise InputError(f"key 'link.slow.{i}.rank' has bad value {e.rank}: the job has {self.comm.size} "
+                                 f"ranks")
         if n is not None and cfg.batch_size * self.comm.size > n:
             raise InputError(f"batch_size: {cfg.batch_size} x {self.comm.size} workers exceeds the {n} training "
                              f"samples")
@@ -181,7 +185,7 @@ class TrainJob(Job):
             self.alpha, self.beta = math.nan, math.nan
             return Transport(comm)
         from hpcbench.collectives.cost import link_beta
-        from hpcbench.collectives.linkmodel import BandwidthReplay, LinkTransport, parse_rate
+        from hpcbench.collectives.linkmodel import BandwidthReplay, LinkTransport, SlowLink, parse_rate
 
         trace = None
         self.alpha, self.beta = link.latency_s, link_beta(parse_rate(link.bandwidth))
@@ -195,7 +199,8 @@ class TrainJob(Job):
             except ValueError as exc:
                 raise InputError(f"link.trace_index: {link.trace_index}: {exc}") from None
             self.beta = math.nan   # time-varying: no single alpha-beta prediction
-        return LinkTransport(comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation)
+        slow = [SlowLink(e.rank, e.from_step, e.factor) for e in link.slow]
+        return LinkTransport(comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation, slow=slow)
 
     # -- output --------------------------------------------------------------------------------------
     def output(self):
@@ -211,7 +216,8 @@ class TrainJob(Job):
         rate = (f"MobiPerf trace row {link.trace_index} x {link.trace_scale:g}" if link.trace_index is not None
                 else f"MobiPerf WAN levels scaled to a mean of {link.wan_mean}, {link.trace_interval_s:g} s each"
                 if link.wan_mean is not None else link.bandwidth)
-        return f"modelled: latency {link.latency_s * 1e6:g} us, bandwidth {rate}"
+        slow = "".join(f", rank {e.rank} x{e.factor:g} slower from step {e.from_step}" for e in link.slow)
+        return f"modelled: latency {link.latency_s * 1e6:g} us, bandwidth {rate}{slow}"
 
     def provenance(self) -> dict:
         cfg, prof = self.cfg, self.profile
@@ -340,7 +346,7 @@ class TrainJob(Job):
     def _loop(self, label: str, sync, schedule: str, job_hooks, telemetry=None):
         """One entry's loop: its context, its hooks (fault point, monitors, then rank 0's report and bar)."""
         from hpcbench.train.context import BatchState, TrainContext
-        from hpcbench.train.hooks import MonitorHook
+        from hpcbench.train.hooks import LinkStepHook, MonitorHook
         from hpcbench.train.loop import TrainLoop
         from hpcbench.train.plan import MeasuredPlan
 
@@ -358,7 +364,7 @@ class TrainJob(Job):
             ctx.elastic = ElasticRun(comm, cfg.elastic.initial(comm.size), cfg.elastic.batch,
                                      self.tables["resizes"] if comm.rank == 0 else None, cfg.elastic.mode)
         # the telemetry hook after the policies': its after_step (rank 0's table) runs before theirs
-        hooks = [fault, monitors, *([policies] if policies else []), *([telemetry] if telemetry else []),
+        hooks = [*([LinkStepHook()] if cfg.link.slow else []), fault, monitors, *([policies] if policies else []), *([telemetry] if telemetry else []),
                  *([ctx.elastic] if ctx.elastic else []), *(h for h in rank0 if h is not None)]
         return TrainLoop(ctx, hooks, plan, policies, telemetry)
 

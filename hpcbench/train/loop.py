@@ -58,6 +58,23 @@ def build_worker(ctx, model=None):
                           setup.dilation, ctx.order)
 
 
+class _LinkCounter:
+    """A transport's payload bytes and modelled link time (``modelled_busy_s``, NaN where it has none) since
+    this object was made: one step's ``sent_bytes`` and ``link_busy_s``."""
+
+    __slots__ = ("tr", "bytes", "busy")
+
+    def __init__(self, tr) -> None:
+        self.tr = tr
+        self.bytes = tr.bytes_sent if tr is not None else 0
+        self.busy = getattr(tr, "modelled_busy_s", np.nan)
+
+    def since(self) -> tuple[float, float]:
+        if self.tr is None:
+            return np.nan, np.nan
+        return float(self.tr.bytes_sent - self.bytes), float(getattr(self.tr, "modelled_busy_s", np.nan) - self.busy)
+
+
 class TrainLoop:
     """Run one entry's steps with hooks (see the module docstring).
 
@@ -119,7 +136,9 @@ class TrainLoop:
                     h.before_step(ctx)
                 sizes = ctx.state.sizes
                 batch = data.take(ctx.samples, sizes) if data is not None else None
+                link = _LinkCounter(ctx.setup.transport)
                 rec = ctx.worker.step(info.step, batch, ctx.monitors_due)
+                rec.sent_bytes, rec.link_busy_s = link.since()
                 local = rec.vector()
                 comm = ctx.comm
                 if self.telemetry is not None:

@@ -58,7 +58,20 @@ def policy_context(ctx, step: int) -> PolicyContext:
                          algorithm=getattr(sync, "algorithm", None) if sync.switches_algorithm else None,
                          total_steps=getattr(ctx.plan, "total_steps", None),
                          max_workers=_pool(ctx),
-                         message_elements=tuple(int(n) for n in getattr(getattr(ctx.setup, "plan", None), "numel", ())))
+                         message_elements=tuple(int(n) for n in getattr(getattr(ctx.setup, "plan", None), "numel", ())),
+                         **_algorithm_choice(sync))
+
+
+def _algorithm_choice(sync) -> dict:
+    """The algorithms ``sync`` can switch to (registered, with a cost model) and the per-link cost model, for a
+    synchroniser that switches its algorithm; nothing otherwise."""
+    if not sync.switches_algorithm:
+        return {}
+    from hpcbench.collectives.algorithms import find, names
+    from hpcbench.collectives.linkcost import predict_allreduce_links
+
+    return dict(algorithms=tuple(a for a in names() if find(a).cost is not None),
+                allreduce_time=predict_allreduce_links)
 
 
 def _pool(ctx) -> int | None:

@@ -18,6 +18,11 @@ Per step, on this rank:
     time in the monitors' ``observe``.
 ``step_s``
     the whole step.
+``sent_bytes``, ``link_busy_s``
+    payload bytes this rank's transport sent during the step, and the
+    modelled time its outgoing link spent transmitting them (undilated
+    seconds; NaN without a modelled link): ``link_busy_s / sent_bytes`` is
+    the link's measured time per byte (filled by the step loop).
 ``start_s``, ``forward_s``, ``backward_s``, ``optimizer_s``, ``intra_fwd_gap_s``
     when the step started (the run's clock), its forward and backward
     compute, the optimizer's, and the time the forward spent waiting for
@@ -50,6 +55,8 @@ class StepRecord:
     step_s: float = math.nan
     loss: float = math.nan
     local_sq_norm: float = math.nan
+    sent_bytes: float = math.nan
+    link_busy_s: float = math.nan
     monitor_values: dict = field(default_factory=dict)
     start_s: float = math.nan
     forward_s: float = math.nan
@@ -60,4 +67,4 @@ class StepRecord:
     def vector(self) -> np.ndarray:
         """The numbers the ranks gather, in a fixed order."""
         return np.array([self.compute_s, self.comm_span_s, self.exposed_s, self.monitor_s, self.step_s,
-                         self.loss, self.local_sq_norm], dtype=np.float64)
+                         self.loss, self.local_sq_norm, self.sent_bytes, self.link_busy_s], dtype=np.float64)

@@ -5,7 +5,8 @@ from __future__ import annotations
 __all__ = ["make_tables", "STEP_FIELDS"]
 
 #: the per-rank step numbers gathered to rank 0 (order of ``StepRecord.vector``)
-STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "loss", "local_sq_norm")
+STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "loss", "local_sq_norm", "sent_bytes",
+               "link_busy_s")
 
 
 def make_tables(results, monitor_columns: list[str]) -> dict:
