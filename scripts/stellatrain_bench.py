@@ -73,12 +73,14 @@ def main() -> int:
     ap.add_argument("--dilation", type=float, default=10.0, help="controller run's time dilation (DDP's: 1)")
     ap.add_argument("--speed", default="2:1")
     ap.add_argument("--after", type=int, default=20)
+    ap.add_argument("--trace-interval", type=float, default=1.0, help="modelled seconds per WAN trace level")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     base = ["--model", args.model, "--image_size", "32", "--batch_size", str(args.batch), "--compute", "emulated",
             "--compute_time_s", str(args.compute_time), "--profile_steps", "1",
             "--speed", f"'{args.speed}'" if ":" in args.speed else args.speed,    # YAML reads a bare 2:1 as 121
-            "--link.kind", "model", "--link.wan_mean", args.wan, "--progress", "false", "--warmup", "0",
+            "--link.kind", "model", "--link.wan_mean", args.wan, "--link.trace_interval_s", str(args.trace_interval),
+            "--progress", "false", "--warmup", "0",
             "--overwrite"]
     out = Path(args.out)
     ddp, ctl = f"{out}-ddp.h5", f"{out}-controller.h5"

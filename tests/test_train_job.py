@@ -116,6 +116,7 @@ def test_emulated_priority_schedule_side_by_side_and_a_replayed_profile(tmp_path
     (3, ["--policies", "[{name: batch_schedule, batch_size: {5: 0}}]"],
      "key 'policies.0.batch_schedule.batch_size.5' has bad value 0"),
     (2, ["--policies", "[stellatrain]"], "'stellatrain' sets the compression ratio; sync 'ring' cannot change it"),
+    (2, ["--sync", "[{name: compressed, compressor: qsgd, optimizer: {name: sgd}}]"], "needs a sparse compressor"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     out = tmp_path / "bad.h5"
@@ -157,7 +158,13 @@ def test_bad_input_exits_2_without_output(tmp_path, n, args, needle):
     ({"sync": "[{name: compressed, compressor: qsgd}]", "policies": "[stellatrain]"}, "sync 'compressed' cannot"),
     ({"policies": "[{name: stellatrain, solver: warp}]"}, "unknown batch solver 'warp'; registered: nelder-mead"),
     ({"policies": "[{name: stellatrain, initial_ratio: 0}]"}, "policies.0.stellatrain.initial_ratio"),
-    ({"speed": "'2:1'"}, "speed: '2:1' needs compute: emulated"),
+    ({"speed": "'2:1'", "device": "auto"}, "speed: '2:1' with real compute needs device: cpu"),
+    ({"sync": "[{name: compressed, compressor: topk, staleness: 1}]", "compute": "emulated"},
+     "sync 'compressed': staleness needs compute: real"),
+    ({"sync": "[{name: compressed, optimizer: {name: sgd}}]"}, "needs a sparse compressor"),
+    ({"sync": "[{name: compressed, compressor: topk, optimizer: {name: sgd, lr: 1}}]"}, "lr is the job's lr"),
+    ({"sync": "[{name: compressed, compressor: topk, optimizer: {name: lamb}}]"}, "unknown sparse optimizer 'lamb'"),
+    ({"sync": "[{name: compressed, compressor: topk, staleness: 2}]"}, "sync.0.compressed.staleness"),
     ({"compute": "emulated", "speed": "fast"}, "speed"),
     ({"link.wan_mean": "100Mbit", "link.trace_index": "0"}, "both set the link's bandwidth over time; give one"),
     ({"link.wan_mean": "fast"}, "link.wan_mean"),
@@ -247,3 +254,28 @@ def test_a_policy_that_raises_ends_every_rank_within_5_s_naming_the_policy(tmp_p
         in proc.stderr
     raised = float(re.search(r"BOOM AT ([0-9.]+)", proc.stderr).group(1))
     assert ended - raised < 5.0, f"{ended - raised:.1f} s from the raise to the end of every rank"
+
+
+@pytest.mark.mpi
+def test_sparse_optimizer_and_staleness_run_end_to_end_and_feed_the_tta_figure(tmp_path):
+    """2:1 workers on real compute, the sparse optimizer with staleness 1 interleaved with plain top-k; the
+    time-to-accuracy figure's curves are the steps' times summed, by hand."""
+    sys.path.insert(0, str(ROOT / "analysis"))
+    from plot_stellatrain_tta import accuracy_curves, main as plot_main, time_to
+
+    out = tmp_path / "s.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.train", *QUICK, "--model", "digits_cnn", "--speed", "'2:1'",
+                       "--warmup", "0", "--interleave_sync", "true", "--bucket_mb", "0.01",
+                       "--sync", "[{name: compressed, compressor: topk, label: plain}, {name: compressed, compressor: "
+                                 "topk, optimizer: {name: sgd, momentum: 0.9}, staleness: 1, label: stale}]",
+                       "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    curves = accuracy_curves(out)
+    steps = read_table(out, "steps")
+    for label in ("plain", "stale"):
+        rows = steps["sync"].astype(str) == label
+        t = np.cumsum(steps["step_s"][rows])
+        np.testing.assert_allclose(curves[label]["time_s"], t[[1, 3]])       # 2 iterations of 2 steps
+        assert curves[label]["steps"] == 4 and len(curves[label]["accuracy"]) == 2
+        assert time_to(curves[label], 0.0) == curves[label]["time_s"][0] and time_to(curves[label], 1.1) == np.inf
+    assert plot_main([str(out), "-o", str(tmp_path / "tta.png")]) == 0 and (tmp_path / "tta.png").stat().st_size

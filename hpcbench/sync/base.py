@@ -171,9 +171,10 @@ class Synchroniser(ABC):
         """Advance the operation (never blocks); True once it is complete."""
         return True
 
-    def wait(self, handle: Any) -> None:
+    def wait(self, handle: Any) -> Any:
         """Complete the operation, sleeping; ``flat`` then holds the mean over workers
-        (``"gradients"``) or what :meth:`mix` needs (``"models"``)."""
+        (``"gradients"``) or what :meth:`mix` needs (``"models"``). Returns None, or with a
+        :meth:`sparse_optimizer` the sparse sum over ranks (``flat`` unchanged)."""
 
     def start_ordered(self, flats, order, clock):
         """Reduce every bucket of a step in the fixed ``order``, each once marked ready (``schedulable`` only).
@@ -239,6 +240,21 @@ class Synchroniser(ABC):
             It cannot change it, or ``ratio`` is not in (0, 1].
         """
         raise ValueError(f"{self.name}: cannot change the fraction of the gradient it sends")
+
+    @property
+    def staleness(self) -> int:
+        """Steps by which the replica's parameters may lag its gradients (0: every step's update is applied
+        before the next forward; 1: StellaTrain's pipeline, see :class:`hpcbench.sync.compressed.CompressedSync`)."""
+        return 0
+
+    def sparse_optimizer(self, lr: float):
+        """The CPU sparse optimizer that applies this synchroniser's sparse results, or None (the runner's dense
+        torch optimizer applies the reduced buckets).
+
+        With one, :meth:`wait` returns each bucket's sparse sum over ranks (an object with ``parts`` and
+        ``numel``, :func:`hpcbench.optim.coalesce`) and leaves the bucket as it was.
+        """
+        return None
 
     @property
     def kept_fraction(self) -> float:

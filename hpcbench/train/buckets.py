@@ -143,6 +143,9 @@ class GradientBuckets:
         self.want_norm = True
         self.keep_local = False
         self.local: list[torch.Tensor | None] = [None] * len(self.flats)
+        #: what :meth:`hpcbench.sync.Synchroniser.wait` returned for each bucket (a CPU sparse optimizer's
+        #: sparse sums; None otherwise), once :meth:`finish` has waited
+        self.results: list = [None] * len(self.flats)
         self._sq_norm = 0.0
         self.times = BucketTimes(len(self.flats))
         self._hooks: list = []
@@ -156,6 +159,7 @@ class GradientBuckets:
         self._handles, self._open = [], []
         self.keep_local, self.want_norm = keep_local, want_norm
         self.local = [None] * len(self.flats)
+        self.results = [None] * len(self.flats)
         self._sq_norm = 0.0
         self.times = BucketTimes(len(self.flats))
         if self.order is not None:
@@ -252,7 +256,7 @@ class GradientBuckets:
             self._ordered.wait()
             return
         for b in range(len(self.flats)):
-            self.sync.wait(self._handles[b])
+            self.results[b] = self.sync.wait(self._handles[b])
             if np.isnan(self.times.completed[b]):
                 self.times.completed[b] = self.clock()
         self._open = []

@@ -149,9 +149,12 @@ class TrainConfig(Strict):
                                                           "train result file instead of profiling (one timeline "
                                                           "for a whole sweep)")
     time_dilation: float = Field(1.0, ge=1.0)
-    speed: Union[list[float], str] = Field("1:1", description="emulated: per-rank compute slowdown factors (a list "
-                                                               "cycled over the ranks, 'k:1' for every other rank k "
-                                                               "times slower: StellaTrain's 2:1 workers, or 'trace')")
+    speed: Union[list[float], str] = Field("1:1", description="per-rank compute slowdown factors (a list cycled "
+                                                               "over the ranks, 'k:1' for every other rank k times "
+                                                               "slower: StellaTrain's 2:1 workers, or 'trace'); "
+                                                               "emulated: the profile stretched; real (cpu): a sleep "
+                                                               "of (k - 1) times each forward's and backward's "
+                                                               "measured time after it")
     link: LinkConfig = LinkConfig()
     device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu", description="where real compute runs: cpu, cuda (one GPU per rank: the node-local rank modulo the "
@@ -248,9 +251,9 @@ class TrainConfig(Strict):
             if self.profile_file is not None:
                 raise ValueError(f"profile_file: {self.profile_file!r} needs compute: emulated (real compute is "
                                  f"the model's own)")
-            if self.speed not in ("1:1", [1.0]):
-                raise ValueError(f"speed: {self.speed!r} needs compute: emulated (real compute runs at this "
-                                 f"machine's speed)")
+            if self.speed not in ("1:1", [1.0]) and self.device != "cpu":
+                raise ValueError(f"speed: {self.speed!r} with real compute needs device: cpu (the slowdown is a "
+                                 f"sleep after each forward and backward, timed on the host)")
         else:
             bad = [s for s, sec, _ in self.sync_entries() if not get(sec.name).emulates]
             if bad:
@@ -279,7 +282,32 @@ class TrainConfig(Strict):
             raise ValueError("interleave_monitors: true needs at least one entry in monitors")
         self._check_policies()
         self._check_elastic()
+        self._check_pipelined()
         return self
+
+    def _check_pipelined(self) -> None:
+        """The CPU sparse optimizer and staleness 1 (:mod:`hpcbench.train.pipelined`) run on a real CPU replica
+        with FIFO buckets, without monitors or an elastic worker set."""
+        for label, sec, schedule in self.sync_entries():
+            keys = [k for k in ("optimizer", "staleness") if getattr(sec, k, None)]
+            if not keys:
+                continue
+            what = f"sync {label!r}: {keys[0]}"
+            if self.compute != "real":
+                raise ValueError(f"{what} needs compute: real (it changes the model's update, which an emulated "
+                                 f"replica does not have)")
+            if schedule != "fifo":
+                raise ValueError(f"{what} needs schedule: fifo (the priority schedule applies its own per-bucket "
+                                 f"updates)")
+            if self.device != "cpu" or self.host_staging:
+                raise ValueError(f"{what} needs device: cpu without host_staging (the sparse optimizer updates "
+                                 f"host float32 parameters in place)")
+            if self.monitors:
+                raise ValueError(f"{what}: monitors {self.monitors} need the dense reduced gradients (give "
+                                 f"monitors: [])")
+            if self.elastic is not None:
+                raise ValueError(f"{what}: an elastic worker set moves the dense optimizer's state only (give no "
+                                 f"elastic section)")
 
     def _check_elastic(self) -> None:
         if self.elastic is None:

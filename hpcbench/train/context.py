@@ -269,10 +269,10 @@ class TrainContext:
         return self.samples // n if n else 0
 
     def evaluate(self) -> float:
-        """Held-out accuracy of this rank's replica (NaN without a real model or labels); completes what the
-        last step left in flight first."""
+        """Held-out accuracy of this rank's replica (NaN without a real model or labels), as the next forward
+        will use it (:meth:`hpcbench.train.worker.Worker.settle`: a staleness-1 step stays in flight)."""
         worker = self.worker
         if worker is None or worker.model is None:
             return float("nan")
-        worker.flush()
+        worker.settle()
         return self.setup.data.accuracy(worker.model)

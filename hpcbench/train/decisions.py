@@ -107,7 +107,7 @@ def _compress_ratio(ctx, value) -> None:
     if not sync.adjusts_ratio(sync.config):
         raise ValueError(f"compress_ratio: synchroniser {sync.name!r} has no compressor whose kept fraction can "
                          f"change (the compressed synchroniser with a compressor that takes a ratio)")
-    ctx.worker.flush()
+    ctx.worker.settle()     # buckets in flight were encoded at their start: the new ratio is the next start's
     sync.use_ratio(float(value))
 
 

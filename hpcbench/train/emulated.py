@@ -98,6 +98,10 @@ class EmulatedWorker:
     def set_learning_rate(self, lr: float) -> None:
         """Nothing to change: the emulated replica has no optimizer (its step time does not depend on it)."""
 
+    def settle(self) -> None:
+        """As :meth:`flush` (the emulated replica has no model to read)."""
+        self.flush()
+
     def flush(self) -> None:
         """``schedule: priority``: wait for the last step's buckets (their updates are the next forward's)."""
         if self.order is not None and self._pending:

@@ -50,7 +50,7 @@ def build_worker(ctx, model=None):
         if device is not None:
             model = model.to(device.torch)
         return Worker(model, ctx.sync, setup.profile, ctx.state, s.bucket_bytes, s.overlap, setup.dilation,
-                      ctx.order, device=device, host_staging=s.host_staging)
+                      ctx.order, device=device, host_staging=s.host_staging, speed=setup.speed)
     from hpcbench.train.emulated import EmulatedWorker
 
     profile = setup.profile if setup.speed == 1.0 else setup.profile.slowed(setup.speed)

@@ -54,10 +54,16 @@ class Worker:
         Hand the synchroniser host copies of the buckets (or of the model
         vector), :class:`hpcbench.sync.staged.HostStaged`; needed on a GPU by
         every synchroniser that is not ``"wrapped"``.
+    speed : float, default 1
+        Slowdown factor ``k >= 1`` of this worker (the config's ``speed``, a
+        heterogeneous device on one host): after the forward, and after
+        backward, it sleeps ``k - 1`` times their measured time, polling the
+        open buckets. The buckets still start as the real backward fills
+        them (a slower device would fill them later, in proportion).
     """
 
     def __init__(self, model, sync, profile, state, bucket_bytes: int, overlap: bool, dilation,
-                 order=None, device=None, host_staging: bool = False) -> None:
+                 order=None, device=None, host_staging: bool = False, speed: float = 1.0) -> None:
         from hpcbench.runtime.device import CPU
         from hpcbench.runtime.devicetime import DeviceClock
 
@@ -73,13 +79,21 @@ class Worker:
         self.dilation, self.clock = dilation, self._dclock.now
         self._fwd_marks = None
         self.overlap = overlap
+        self.speed = float(speed)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(self.params, lr=lr)
         self.buckets = None
         self.order = order if sync.averages == "gradients" else None
         self.plan = BucketPlan(profile.numels, bucket_bytes)
         self._norm = 0.0
-        if sync.averages == "wrapped":
+        self.pipeline = None
+        sparse = sync.sparse_optimizer(lr) if sync.averages == "gradients" else None
+        if sync.averages == "gradients" and self.order is None and (sync.staleness or sparse is not None):
+            from hpcbench.train.pipelined import PipelinedStep
+
+            self.pipeline = PipelinedStep(self, device.torch, sparse)
+            self.buckets = self.pipeline.current
+        elif sync.averages == "wrapped":
             self.model, self.optimizer = sync.wrap(model, self.optimizer, self._add_norm)
         elif sync.averages == "gradients":
             self.buckets = GradientBuckets(self.plan, sync, dilation.now, overlap=overlap, order=self.order,
@@ -129,16 +143,29 @@ class Worker:
         for opt in [self.optimizer, *getattr(self, "_bucket_opts", ())]:
             for group in opt.param_groups:
                 group["lr"] = lr
+        if self.pipeline is not None:
+            self.pipeline.set_learning_rate(lr)
 
-    def flush(self) -> None:
-        """``schedule: priority``: apply what the last step left (before evaluating or reading the model)."""
+    def settle(self) -> None:
+        """Make the model what the next forward will use, without changing the update rule (before evaluating
+        it or changing the synchroniser's ratio): ``schedule: priority`` applies what the last step left; a
+        staleness-1 step stays in flight (its update is the one after next forward's)."""
         if self.order is not None:
             self._apply(range(len(self._pending)))
+
+    def flush(self) -> None:
+        """Complete and apply everything in flight (the end of a run, a switch of synchroniser): :meth:`settle`,
+        then a staleness-1 step's update."""
+        self.settle()
+        if self.pipeline is not None:
+            self.pipeline.drain()
 
     def close(self) -> None:
         """Remove hooks (the synchroniser is closed by its owner). Pending updates are not applied: after a
         failure the other ranks may never complete the buckets; :meth:`flush` first on a normal end."""
-        if self.buckets is not None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+        elif self.buckets is not None:
             self.buckets.detach()
         for h in getattr(self, "_hooks", ()):
             h.remove()
@@ -165,6 +192,12 @@ class Worker:
     def step(self, t: int, batch, monitors=()) -> StepRecord:
         """Run training step ``t`` on ``batch`` (inputs, labels); ``monitors`` observe it (gradient
         synchronisers only)."""
+        if self.pipeline is not None:
+            if monitors:
+                raise ValueError("monitors need the dense reduced gradients; the sparse optimizer and staleness "
+                                 "pipeline do not build them")
+            rec, self.buckets = self.pipeline.step(batch)
+            return rec
         if self.sync.averages == "gradients":
             return self._real_gradients(t, batch, monitors)
         if self.sync.averages == "models":
@@ -186,10 +219,30 @@ class Worker:
             loss = torch.nn.functional.cross_entropy(self.model(x), y)
             self._fwd_marks, self._forward_end = (start, self._dclock.mark()), None
         else:
+            t0 = self.clock()
             loss = torch.nn.functional.cross_entropy(self.model(x), y)
+            self._slow_down(t0)
             self._forward_end = self.clock()
         loss.backward()
+        self._slow_down(self._forward_end)
         return float(loss.detach())
+
+    def _slow_down(self, since: float) -> None:
+        """``speed`` k > 1: sleep (k - 1) times the compute since ``since``, polling the open buckets (CPU: on a
+        GPU, where the forward's end is read later from events, ``since`` is None and nothing is slept)."""
+        if self.speed == 1.0 or since is None:
+            return
+        until = self.clock() + (self.speed - 1.0) * (self.clock() - since)
+        pipe = self.pipeline
+        while True:
+            left = until - self.clock()
+            if left <= 0:
+                return
+            self.dilation.sleep(min(left, 1e-3))
+            if pipe is not None:
+                pipe.poll()
+            elif self.buckets is not None:
+                self.buckets.poll()
 
     def _times(self, rec: StepRecord, t0: float, t_bwd_end: float, opt_s: float) -> None:
         """The step's start, forward, backward and optimizer times into ``rec``."""

@@ -1,0 +1,171 @@
+"""StellaTrain's time-to-accuracy claims on a real-data task, one MPI job: dense, fixed rates, the controller.
+
+Every run trains the digits CNN (real compute, the bundled 8x8 digits, same
+seed and learning rate) over the MobiPerf WAN replay scaled to ``--wan``
+(100 Mbit/s: StellaTrain's setting) with ``--speed`` heterogeneous workers
+(2:1: every other rank sleeps as long again after each forward and backward),
+and the held-out accuracy of rank 0's replica is read after every iteration
+(``--steps-per-iter`` steps). The runs, in this order:
+
+1. ``ddp``: hpcbench's dense ring allreduce with DDP's bucket overlap;
+2. ``topk-R`` for each ``--rates`` R: top-k with error feedback at a fixed
+   kept fraction (the sweep for the best fixed rate);
+3. ``thresholdv-R*``: threshold-v at the best fixed rate ``R*`` (the one of
+   least time to target; the most accurate if none reaches it);
+4. ``controller``: top-k from ``R*`` with the ``stellatrain`` policy
+   (per-worker batch sizes and kept fraction); and ``--staleness`` adds
+   ``topk-R*`` and the controller again with ``staleness: 1`` (StellaTrain
+   3.3's pipeline), each in one job interleaved with its staleness-0
+   twin (``interleave_sync``; ``topk-s0``/``topk-s1``,
+   ``controller-s0``/``controller-s1``, these two with the CPU sparse
+   optimizer, plain SGD), so that load drifts fall on both alike.
+
+It prints, per run: steps, samples/s over all workers, final accuracy, and
+the time to ``--target`` accuracy (modelled seconds: the steps' ``step_s``
+summed up to the end of the first iteration at or above the target), then
+the ratio best fixed rate / controller (target >= 1.3x) and staleness 1
+against 0. Every run's HDF5 file is kept (``--out``-NAME.h5);
+``analysis/plot_stellatrain_tta.py`` draws accuracy against time.
+
+    mpiexec -n 2 python scripts/stellatrain_tta.py --out results/st-tta
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from mpi4py import MPI
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "analysis"))
+
+
+def main() -> int:
+    from plot_stellatrain_tta import accuracy_curves, time_to
+
+    from hpcbench.runtime.lifecycle import run
+    from hpcbench.train.job import TrainJob
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wan", default="100Mbit")
+    ap.add_argument("--trace-interval", type=float, default=0.05, help="seconds per trace level")
+    ap.add_argument("--out", default="results/st-tta")
+    ap.add_argument("--model", default="digits_cnn")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--max-batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--iters", type=int, default=40)
+    ap.add_argument("--steps-per-iter", type=int, default=5)
+    ap.add_argument("--rates", default="0.3,0.1,0.03,0.01")
+    ap.add_argument("--target", type=float, default=0.85)
+    ap.add_argument("--speed", default="2:1")
+    ap.add_argument("--staleness", action="store_true", help="also the staleness-1 runs (item: pipelining)")
+    ap.add_argument("--only-staleness", action="store_true", help="only the staleness pairs at --rates' first")
+    args = ap.parse_args()
+    comm = MPI.COMM_WORLD
+    speed = f"'{args.speed}'" if ":" in args.speed else args.speed      # YAML reads a bare 2:1 as 121
+    base = ["--model", args.model, "--batch_size", str(args.batch), "--lr", str(args.lr), "--speed", speed,
+            "--link.kind", "model", "--link.wan_mean", args.wan, "--link.trace_interval_s", str(args.trace_interval),
+            "--progress", "false", "--warmup", "0", "--iterations", str(args.iters),
+            "--batches_per_iter", str(args.steps_per_iter), "--bucket_mb", "1", "--profile_steps", "1",
+            "--overwrite"]
+    out = args.out
+    files: dict[str, str] = {}
+    rc = 0
+
+    def job(name, sync, *extra):
+        nonlocal rc
+        path = f"{out}-{name}.h5"
+        rc |= run(TrainJob, [*base, "--sync", sync, *extra, "--output", path], comm=comm)
+        files[name] = path
+
+    def policy(ratio):
+        return ["--policies", f"[{{name: stellatrain, max_batch: {args.max_batch}, min_batch: 4, "
+                              f"initial_ratio: {ratio}}}]"]
+
+    def topk(ratio, label, extra=""):
+        return f"{{name: compressed, compressor: {{name: topk, ratio: {ratio}}}, label: {label}{extra}}}"
+
+    rates = [float(r) for r in args.rates.split(",")]
+    if args.only_staleness:
+        best = rates[0]
+    else:
+        job("ddp", "[{name: ring, label: ddp}]")
+        for r in rates:
+            job(f"topk-{r:g}", f"[{topk(r, f'topk-{r:g}')}]")
+        if comm.allreduce(rc, op=MPI.MAX):
+            return rc
+        best = _best(files, [f"topk-{r:g}" for r in rates], args.target, comm)
+        job(f"thresholdv-{best:g}", f"[{{name: compressed, compressor: {{name: thresholdv, ratio: {best}}}, "
+                                    f"label: thresholdv-{best:g}}}]")
+        job("controller", f"[{topk(best, 'controller')}]", *policy(best))
+    if args.staleness or args.only_staleness:
+        job("topk-stale", f"[{topk(best, 'topk-s0')}, {topk(best, 'topk-s1', ', staleness: 1')}]",
+            "--interleave_sync", "true")
+        sparse = ", optimizer: {name: sgd}"       # StellaTrain's CPU sparse optimizer (plain SGD: the dense maths)
+        job("controller-stale", f"[{topk(best, 'controller-s0', sparse)}, "
+                                f"{topk(best, 'controller-s1', sparse + ', staleness: 1')}]",
+            "--interleave_sync", "true", *policy(best))
+    if rc or comm.rank:
+        return rc
+    print(f"{args.model}, {comm.size} workers ({args.speed}), batch {args.batch} per worker, lr {args.lr}, link "
+          f"MobiPerf WAN at a mean of {args.wan} ({args.trace_interval:g} s per level), target accuracy "
+          f"{args.target}")
+    print(f"{'run':<20} {'steps':>5} {'samples/s':>10} {'final acc':>9} {'time to target (s)':>19}")
+    tta = {}
+    for path in dict.fromkeys(files.values()):
+        for label, c in accuracy_curves(path).items():
+            t = time_to(c, args.target)
+            tta[label] = t
+            print(f"{label:<20} {c['steps']:>5} {c['samples_per_s']:>10.1f} {c['accuracy'][-1]:>9.3f} "
+                  f"{t:>19.2f}")
+    if not args.only_staleness:
+        fixed = [f"topk-{r:g}" for r in rates]
+        bf = min(fixed, key=lambda k: tta[k])
+        ratio = tta[bf] / tta.get("controller", np.nan)
+        print(f"best fixed rate {bf}: {tta[bf]:.2f} s; controller {tta.get('controller', np.nan):.2f} s; "
+              f"best fixed / controller = {ratio:.2f}x (target >= 1.3x: {'reached' if ratio >= 1.3 else 'NOT reached'})")
+    for a, b in (("topk-s0", "topk-s1"), ("controller-s0", "controller-s1")):
+        if b in tta:
+            curves = {**accuracy_curves(files["topk-stale"]), **accuracy_curves(files["controller-stale"])}
+            thr = curves[b]["samples_per_s"] / curves[a]["samples_per_s"]
+            print(f"staleness 1 against 0 ({a.split('-')[0]} at {best:g}, interleaved): throughput {thr:.2f}x, time "
+                  f"to target {tta[b]:.2f} s against {tta[a]:.2f} s ({tta[b] / tta[a]:.2f}x), final accuracy "
+                  f"{curves[b]['accuracy'][-1]:.3f} against {curves[a]['accuracy'][-1]:.3f}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+def _best(files, names, target, comm) -> float:
+    """The fixed rate of least time to ``target`` (no run reaching it: the most accurate), on every rank.
+
+    Raises
+    ------
+    SystemExit
+        On every rank, when rank 0 cannot read a run (status 1).
+    """
+    best, error = None, None
+    if comm.rank == 0:
+        from plot_stellatrain_tta import accuracy_curves, time_to
+
+        try:
+            scored = []
+            for n in names:
+                c = accuracy_curves(files[n])[n]
+                scored.append((time_to(c, target), -c["accuracy"][-1], float(n.split("-", 1)[1])))
+            best = min(scored)[2]
+        except (OSError, KeyError, ValueError) as exc:
+            error = f"stellatrain_tta: cannot read the fixed-rate runs: {exc}"
+    best, error = comm.bcast((best, error), root=0)
+    if error:
+        print(error, file=sys.stderr)
+        raise SystemExit(1)
+    return best
+
+
+if __name__ == "__main__":
+    sys.exit(main())
