@@ -43,7 +43,8 @@ def test_cuda_is_not_the_numpy_engine():
 
 
 def test_cpu_device_keeps_the_bits(task):
-    """``device: cpu`` moves nothing: the update is the same array, bit for bit, as a second identical call."""
+    """On the CPU a client's update is deterministic (two identical calls, equal bits), float32 and trained
+    (the bits against earlier versions are checked by the FL job tests at any world size)."""
     ds, model, start = task
     kw = dict(local_steps=5, batch_size=8, learning_rate=0.05, momentum=0.9)
     a = train_client(model, start, ds.shard(3), generator=client_generator(1, 2, 3), **kw)

@@ -162,18 +162,10 @@ def _client_device(cfg, comm, torch_here: bool):
     InputError
         ``device: cuda`` and no GPU visible to some executor rank (on every rank).
     """
-    from hpcbench.runtime.device import pick_device, select_device, visible_gpus
+    from hpcbench.runtime.device import select_device
 
     trains = torch_here and cfg.client_training != "numpy" and (comm is None or comm.size == 1 or comm.rank != 0)
-    if comm is not None:
-        return select_device(comm, cfg.device, "device", needed=trains)
-    requested = cfg.device if trains else "cpu"
-    dev = pick_device(requested, 0, 1, 0 if requested == "cpu" else visible_gpus(), "device")
-    if dev.is_cuda:
-        import torch
-
-        torch.cuda.set_device(dev.index)
-    return dev
+    return select_device(comm, cfg.device, "device", needed=trains)
 
 
 def _numpy_server_model(cfg, model, dataset, comm):

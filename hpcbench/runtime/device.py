@@ -129,7 +129,8 @@ def pick_device(requested: str, local_rank: int, local_size: int, gpus: int, key
 def select_device(comm, requested: str, key: str = "device", needed: bool = True) -> Device:
     """Choose and activate this rank's device (collective over ``comm``).
 
-    Every rank takes part in the node-local split and in the agreement on
+    ``comm`` None: one process on its own that never starts MPI (an analysis script redrawing a job),
+    picked as local rank 0 of 1 with no agreement. Otherwise every rank takes part in the node-local split and in the agreement on
     errors; a rank that computes nothing with torch (``needed`` False: an
     emulated rank that does not profile) gets the CPU without importing
     torch. ``cpu`` imports nothing either; otherwise torch is imported, the
@@ -144,14 +145,15 @@ def select_device(comm, requested: str, key: str = "device", needed: bool = True
     """
     from hpcbench.runtime.lifecycle import agree
 
-    local_rank, local_size = node_local(comm)
+    local_rank, local_size = (0, 1) if comm is None else node_local(comm)
     dev, error = Device("cpu", None, local_rank, local_size, 0), None
     if needed:
         try:
             dev = pick_device(requested, local_rank, local_size, 0 if requested == "cpu" else visible_gpus(), key)
         except InputError as exc:
             error = str(exc)
-    error = agree(comm, error)
+    if comm is not None:
+        error = agree(comm, error)
     if error:
         raise InputError(error)
     if dev.is_cuda:
