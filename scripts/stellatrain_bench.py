@@ -73,6 +73,7 @@ def main() -> int:
     ap.add_argument("--dilation", type=float, default=10.0, help="controller run's time dilation (DDP's: 1)")
     ap.add_argument("--speed", default="2:1")
     ap.add_argument("--after", type=int, default=20)
+    ap.add_argument("--estimator", default="delivered", help="the stellatrain policy's bandwidth estimator")
     ap.add_argument("--trace-interval", type=float, default=1.0, help="modelled seconds per WAN trace level")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
@@ -114,7 +115,7 @@ def main() -> int:
                          "--batches_per_iter", "10", "--bucket_mb", "25",
                          "--sync", "[{name: compressed, compressor: {name: topk, ratio: 0.01}, label: stellatrain}]",
                          "--policies", f"[{{name: stellatrain, max_batch: {args.max_batch}, min_batch: 4, "
-                                       f"initial_ratio: 0.01}}]",
+                                       f"initial_ratio: 0.01, estimator: {args.estimator}}}]",
                          "--chrome_trace", "true", "--output", ctl], comm=comm)
     wall = time.perf_counter() - t0
     shares = comm.gather((machinery[0], steps_wall[0], wall), root=0)
