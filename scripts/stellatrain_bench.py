@@ -21,7 +21,9 @@ wall seconds, per rank (the largest share printed).
 
 The compute is emulated (``--compute-time`` seconds per step at batch
 ``--batch``, ResNet-50's profiled shares, 2:1 heterogeneous workers); the
-modelled link is the MobiPerf WAN replay scaled to ``--wan``.
+modelled link is the MobiPerf WAN replay scaled to ``--wan``, one level per
+``--trace-interval`` modelled seconds; ``--estimator`` picks the policy's
+bandwidth estimator (``delivered``, the default, or ``stellatrain``).
 """
 
 from __future__ import annotations

@@ -44,15 +44,15 @@ def test_link_of_known_rate_and_latency_is_read_at_its_rate_where_the_100ms_bins
 
 
 def test_each_step_reads_the_level_its_transfers_met():
-    """A replay of 10 then 30 Mbit/s (0.25 modelled s each): a step's reading follows the level."""
-    rep = BandwidthReplay([10e6, 30e6], interval_s=0.25)
+    """A replay of 10 then 30 Mbit/s (0.5 modelled s each): a step's reading follows the level."""
+    rep = BandwidthReplay([10e6, 30e6], interval_s=0.5)
     lt = LinkTransport(MPI.COMM_SELF, alpha=0.002, trace=rep)
     meters = TrafficMeters(TimeDilation(1.0))
     lt.meter = meters
     try:
         _exchange(lt, [10_000, 20_000], gap_s=0.0)              # 24 ms at 10 Mbit/s, well inside level 0
         first = meters.delivered_bps()
-        time.sleep(max(0.0, lt.t0 + 0.3 - time.monotonic()))
+        time.sleep(max(0.0, lt.t0 + 0.55 - time.monotonic()))
         _exchange(lt, [10_000, 20_000], gap_s=0.0)
         second = meters.delivered_bps()
     finally:
