@@ -25,6 +25,10 @@ def step_row(gathered: np.ndarray, batch_sizes) -> dict:
     much longer the slowest rank computed; the exposed communication beyond
     that wait is ``comm_exposed_s``. Samples per second count the step's
     samples over all workers (``sum(batch_sizes)``), per worker their mean.
+    ``policy_s`` is the policies' critical path: the slowest rank's hook
+    calls plus the agreement exchange as the quickest rank saw it (the rank
+    that arrives last waits least in it, so its time is the exchange's own
+    cost, not a wait for the others); ``telemetry_s`` the slowest rank's.
     """
     g = gathered
     p = g.shape[0]
@@ -38,7 +42,9 @@ def step_row(gathered: np.ndarray, batch_sizes) -> dict:
                 comm_exposed_s=float(np.mean(np.clip(exposed - wait, 0, None))), wait_s=float(np.mean(wait)),
                 hidden_fraction=float(np.clip(np.nanmean(hidden), 0, 1)) if np.any(np.isfinite(hidden))
                 else math.nan,
-                monitor_s=float(np.mean(g[:, _F["monitor_s"]])), workers=p, global_batch=samples, batch_size=samples / p,
+                monitor_s=float(np.mean(g[:, _F["monitor_s"]])),
+                policy_s=float(np.max(g[:, _F["policy_calls_s"]]) + np.min(g[:, _F["policy_agree_s"]])),
+                telemetry_s=float(np.max(g[:, _F["telemetry_s"]])), workers=p, global_batch=samples, batch_size=samples / p,
                 samples_per_s_worker=samples / p / step, samples_per_s_total=samples / step,
                 loss=float(np.mean(g[:, _F["loss"]])), local_sq_norm=float(g[0, _F["local_sq_norm"]]))
 
@@ -174,7 +180,9 @@ class Report(Hook):
                      ideal_img_per_s_total=ideal, efficiency=self.p * mean / ideal,
                      hidden_fraction=float(np.mean(hidden)) if hidden else math.nan,
                      predicted_step_s=pred_step, predicted_efficiency=pred_eff, predicted_comm_s=pred_comm,
-                     comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])), monitor_overhead=overhead,
+                     comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])),
+                     policy_s=float(np.mean([r["policy_s"] for r in rows])),
+                     telemetry_s=float(np.mean([r["telemetry_s"] for r in rows])), monitor_overhead=overhead,
                      final_accuracy=self._acc.get((name, v), math.nan), schedule=schedule)
             self.tables["summary"].append(s)
             self.summaries.append(s)
@@ -206,7 +214,7 @@ class Report(Hook):
             sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
             img_per_s_worker_ci=nan, img_per_s_total=nan, step_s=nan, compute_s=nan, ideal_img_per_s_total=nan,
             efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan, predicted_comm_s=nan,
-            comm_span_s=nan, monitor_overhead=nan, final_accuracy=nan, schedule=schedule))
+            comm_span_s=nan, policy_s=nan, telemetry_s=nan, monitor_overhead=nan, final_accuracy=nan, schedule=schedule))
 
     def comparison(self) -> None:
         """The entries side by side, with each one's throughput over the first one's."""
