@@ -82,3 +82,16 @@ def test_auto_and_arguments():
         predict_allreduce("ring", 1, 0, A, B)
     with pytest.raises(ValueError, match="bits_per_s"):
         link_beta(0)
+
+
+def test_weighted_shards_busiest_link_then_the_last_chunk():
+    """Equal links: every link sends 2 (p-1)/p m, then the last chunk's allgather ((p-1)/p of a chunk) and
+    two latencies; the owner adds p-1 contributions to m/p. One chunk at 1 MB, three at 3 x 4 MiB."""
+    from hpcbench.collectives.algorithms.weighted_shards import CHUNK_BYTES, weighted_shards_links_cost
+
+    assert predict_allreduce("weighted_shards", 10**6, 4, A, B) == pytest.approx(2 * A + 1.5e6 * B + 0.75e6 * B)
+    m = 3 * CHUNK_BYTES
+    assert predict_allreduce("weighted_shards", m, 4, A, B, 1e-10) == pytest.approx(
+        2 * A + 1.5 * m * B + 0.75 * m * B / 3 + 0.75 * m * 1e-10)
+    # rank 0 4x slower, given no shard: it sends m at 4 beta; the others 5/3 m at beta, the last chunk m/3 x 3
+    assert weighted_shards_links_cost(10**6, 0.0, [4e-9, 1e-9, 1e-9, 1e-9], [0, 1, 1, 1]) == pytest.approx(5e-3)

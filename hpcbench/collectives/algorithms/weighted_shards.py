@@ -5,8 +5,8 @@ into one shard per rank, rank ``r``'s shard holding a fraction ``weights[r]``
 of the chunk's elements. Reduce-scatter: every rank sends each shard of
 every chunk straight to its owner (``p - 1`` messages per chunk, the
 pairwise exchange of Thakur, Rabenseifner and Gropp, "Optimization of
-collective communication operations in MPICH", IJHPCA 19(1), 2005, sec.
-4.5); the owner adds the contributions in a fixed order (its own first,
+collective communication operations in MPICH", IJHPCA 19(1), 2005);
+the owner adds the contributions in a fixed order (its own first,
 then those of ranks ``r - 1, r - 2, ...``, mod ``p``), finalizes, and sends
 the reduced shard straight to every other rank (allgather). Chunks
 pipeline: a shard's allgather leaves as soon as its chunk's contributions
