@@ -16,8 +16,9 @@ star                reduce: the members send at once, the slowest member's link 
 tree                reduce: every non-root rank sends its segments up, the slowest
                     of them paces the pipeline; broadcast: the inner nodes send down,
                     the slowest inner node paces it
-weighted_shards     the busiest link, ``m beta_r (1 + (p - 2) w_r)``, plus the last
-                    chunk's allgather, with the shard weights ``w`` that
+weighted_shards     the busiest link, ``m beta_r (1 + (p - 2) w_r)``, or, where later,
+                    the last contributions' arrival plus the last chunk's
+                    allgather, with the shard weights ``w`` that
                     :func:`allreduce_options` gives for these links (a slow rank
                     owns no shard and sends ``m``, the least any allreduce can)
 every other         the registered model at ``max_r beta_r``: in ring, Rabenseifner

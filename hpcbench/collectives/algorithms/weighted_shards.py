@@ -217,10 +217,17 @@ def weighted_shards_schedule(n: int, rank: int, count: int, itemsize: int, inpla
 def weighted_shards_links_cost(nbytes, alpha, betas, weights=None, gamma=0.0) -> float:
     """Seconds of the pipelined weighted-shard allreduce over links of different speeds.
 
-    ``T = 2 alpha + max_r m beta_r (1 + (p - 2) w_r) + max_r (p - 1) w_r m beta_r / C + (p - 1) max_r w_r m
-    gamma``: the busiest link's bytes (module docstring), then the last chunk's allgather, which cannot start
-    before that chunk's contributions are in (``C`` chunks of :data:`CHUNK_BYTES`); the owner adds ``p - 1``
-    contributions to its shard.
+    Every rank posts its reduce-scatter sends first, so the last
+    contributions are in at ``T_rs = max_r (1 - w_r) m beta_r``; owner ``j``'s
+    link then sends its shards as their chunks complete, and is done at
+    ``max(m beta_j (1 + (p - 2) w_j), T_rs + (p - 1) w_j m beta_j / C)``:
+    busy throughout, or idle until the last chunk's contributions came and
+    then sending that chunk's shard (``C`` chunks of :data:`CHUNK_BYTES`).
+    With the owner's ``p - 1`` additions to its shard,
+    ``T = 2 alpha + max_j (that) + (p - 1) max_j w_j m gamma``. Equal links:
+    ``2 alpha + 2 (p - 1)/p m beta`` (the links are never idle); one slow
+    rank without a shard: its ``m`` at its rate, then the last chunk's
+    allgather.
 
     Parameters
     ----------
@@ -242,14 +249,14 @@ def weighted_shards_links_cost(nbytes, alpha, betas, weights=None, gamma=0.0) ->
     f = shard_weights(b) if weights is None else shard_fractions(weights, p)
     m = float(nbytes)
     chunks = _chunks(int(nbytes), 1)
-    busy = m * b * (1.0 + (p - 2) * f)
-    drain = (p - 1) * f * m * b / chunks
-    return float(2 * alpha + busy.max() + drain.max() + (p - 1) * f.max() * m * gamma)
+    t_rs = float(np.max((1.0 - f) * m * b))
+    done = np.maximum(m * b * (1.0 + (p - 2) * f), t_rs + (p - 1) * f * m * b / chunks)
+    return float(2 * alpha + done.max() + (p - 1) * f.max() * m * gamma)
 
 
 @register_cost("weighted_shards")
 def weighted_shards_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
-    """Equal links and equal shards: ``2 alpha + 2 (p - 1)/p m beta + (p - 1)/p m beta / C + (p - 1)/p m gamma``
+    """Equal links and equal shards: ``2 alpha + 2 (p - 1)/p m beta + (p - 1)/p m gamma``
     (:func:`weighted_shards_links_cost`)."""
     return weighted_shards_links_cost(nbytes, alpha, np.full(int(p), float(beta)), None, gamma)
 
