@@ -53,7 +53,8 @@ from mpi4py import MPI
 from hpcbench.collectives.waiting import wait_mpi
 from hpcbench.runtime.finalize import before_finalize
 
-__all__ = ["Span", "Step", "Schedule", "post_points", "Plan", "TaggedPlan", "PlanCache", "sweep_freed", "clear_plans",
+__all__ = ["Span", "Step", "Schedule", "post_points", "Plan", "TaggedPlan", "PlanCache",
+           "sweep_freed", "clear_plans",
            "PLAN_MAX_BYTES", "PLANS_KEPT", "NO_CALL", "cancel_receives"]
 
 #: largest buffer (bytes) a plan is built for; larger calls take the generic path
