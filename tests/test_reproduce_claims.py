@@ -206,6 +206,14 @@ def test_claims_on_fixture_files(tmp_path):
     assert results["horovod"].verdict == "n/a" and results["horovod"].why.startswith("not built")
     assert results["gloo"].verdict == "FAIL" and "no rows match" in results["gloo"].why
     assert results["per_seed"].verdict == "PASS" and results["per_seed"].value == 2.2
+    # a claim needing more cores than the machine's: its value shown, n/a saying why; enough cores: checked
+    few = claims["ring_busbw"].model_copy(update={"min_cores": 4})
+    short = check_claim("coll", few, data, "quick", cores=2)
+    assert short.verdict == "n/a" and short.value == 1.5 and short.measured == "1.5"
+    assert short.why == "needs 4 cores, this machine has 2"
+    assert check_claim("coll", few, data, "quick", cores=4).verdict == "PASS"
+    assert check_claim("coll", claims["too_much"].model_copy(update={"min_cores": 4}), data, "quick",
+                       cores=8).verdict == "FAIL"
     rows = table_rows(list(results.values()))
     assert ("coll", "too_much", ">= 1000", "3", "FAIL") in rows
     assert not any("nan" in cell for row in rows for cell in row)

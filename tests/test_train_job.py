@@ -38,6 +38,7 @@ def test_real_run_side_by_side_writes_kungfu_lines_and_tables(tmp_path):
     assert np.all(steps["comm_span_s"][ring] > 0) and np.all(np.isfinite(steps["loss"][ring]))
     assert np.all(steps["local_sq_norm"][~steps["warmup"]] > 0)       # ring's hooks and DDP's comm hook
     np.testing.assert_allclose(steps["samples_per_s_total"], 2 * steps["samples_per_s_worker"])
+    assert np.all(steps["policy_s"] == 0) and np.all(steps["telemetry_s"] == 0)     # no policies, no telemetry
 
 
 @pytest.mark.mpi

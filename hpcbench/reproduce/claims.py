@@ -2,7 +2,9 @@
 
 - ``n/a``: the claim needs the full tier's sizes (``full tier only``), or it
   selects no row and the manifest says why that may happen (``missing_ok``,
-  e.g. Horovod is not built here);
+  e.g. Horovod is not built here), or it needs more cores than this process
+  may use (``min_cores``: e.g. real compute beside each rank's own
+  communication thread; the value is still computed and shown);
 - ``FAIL``: the value misses the threshold, is undefined (NaN: a target never
   reached), or cannot be computed (a run failed, a column is missing);
 - ``PASS``: the value meets the threshold.
@@ -11,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 from hpcbench.reproduce.data import FigureData
@@ -57,8 +60,11 @@ class ClaimResult:
         return f"n/a ({self.why})" if self.verdict == "n/a" else self.verdict
 
 
-def check_claim(figure: str, claim: Claim, data: FigureData, tier: str) -> ClaimResult:
-    """Evaluate ``claim`` on ``data`` in ``tier`` (never raises for bad data: that is a FAIL)."""
+def check_claim(figure: str, claim: Claim, data: FigureData, tier: str, cores: int | None = None) -> ClaimResult:
+    """Evaluate ``claim`` on ``data`` in ``tier`` (never raises for bad data: that is a FAIL).
+
+    ``cores``: the CPUs this process may use (default: its affinity mask), against the claim's ``min_cores``.
+    """
     if claim.full_only and tier != "full":
         return ClaimResult(figure, claim, "n/a", None, "n/a", "full tier only")
     try:
@@ -74,6 +80,10 @@ def check_claim(figure: str, claim: Claim, data: FigureData, tier: str) -> Claim
         return ClaimResult(figure, claim, "FAIL", None, "undefined", "; ".join(ev.notes) or "NaN",
                            tuple(ev.notes))
     measured = f"{ev.value:.4g}{unit}"
+    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    if claim.min_cores is not None and cores < claim.min_cores:
+        return ClaimResult(figure, claim, "n/a", ev.value, measured,
+                           f"needs {claim.min_cores} cores, this machine has {cores}", tuple(ev.notes))
     if claim.holds(ev.value):
         return ClaimResult(figure, claim, "PASS", ev.value, measured, "", tuple(ev.notes))
     return ClaimResult(figure, claim, "FAIL", ev.value, measured, f"misses {claim.threshold_text()}",

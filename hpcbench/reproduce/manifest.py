@@ -243,6 +243,7 @@ class Claim(_Model):
     unit: str = ""
     full_only: bool = False
     missing_ok: str | None = None
+    min_cores: int | None = Field(None, gt=0)
     note: str = ""
 
     @field_validator("name")

@@ -9,7 +9,9 @@ Per step ``t`` of a run, on every rank:
 3. the replica trains the step on this worker's slice of the data
    (:meth:`hpcbench.train.data.DigitsTask.take`, sized by the context's
    :class:`~hpcbench.train.context.BatchState`);
-4. the step's numbers (with telemetry, this rank's
+4. the step's numbers (the machinery's own time included: the policies'
+   calls and agreement of the previous step, the telemetry hook's time;
+   with telemetry, this rank's
    :class:`~hpcbench.telemetry.TelemetryRecord` too) go to rank 0 (every
    rank, when a policy asks for them everywhere) and become its
    :class:`~hpcbench.policies.telemetry.Telemetry`;
@@ -98,6 +100,7 @@ class TrainLoop:
     def __init__(self, ctx, hooks, plan, policies=None, telemetry=None) -> None:
         self.ctx, self.hooks, self.plan, self.policies = ctx, list(hooks), plan, policies
         self.telemetry = telemetry
+        self._telemetry_vector = None
         self.reversed = self.hooks[::-1]
         self.fields = STEP_FIELDS
         if telemetry is not None:
@@ -139,10 +142,11 @@ class TrainLoop:
                 link = _LinkCounter(ctx.setup.transport)
                 rec = ctx.worker.step(info.step, batch, ctx.monitors_due)
                 rec.sent_bytes, rec.link_busy_s = link.since()
+                self._machinery(ctx, rec)
                 local = rec.vector()
                 comm = ctx.comm
                 if self.telemetry is not None:
-                    local = np.concatenate([local, self.telemetry.measure(ctx, rec)])
+                    local = np.concatenate([local, self._telemetry_vector])
                 ranks = sleep_allgather(comm, local) if self.gather_all else sleep_gather(comm, local)
                 tel = Telemetry(info.step, epoch, self.fields, local, ranks, rec.monitor_values, sizes)
                 ctx.samples += int(sum(sizes))
@@ -167,6 +171,18 @@ class TrainLoop:
                 ctx.worker.close()
             ctx.worker = None      # free its buffers before the next synchroniser's
             trim_heap()
+
+    def _machinery(self, ctx, rec) -> None:
+        """Fill ``rec``'s machinery times (run's clock): the policies' calls and agreement of the previous
+        step (:attr:`~hpcbench.train.context.TrainContext.last_agreement`), and the telemetry hook's time
+        since the last step's numbers, this step's record included (measured here, kept for the vector)."""
+        to_model = ctx.setup.dilation.to_model
+        if self.policies is not None:
+            calls, agree = ctx.last_agreement
+            rec.policy_calls_s, rec.policy_agree_s = to_model(calls), to_model(agree)
+        if self.telemetry is not None:
+            self._telemetry_vector = self.telemetry.measure(ctx, rec)
+            rec.telemetry_s = to_model(self.telemetry.take_spent())
 
     def _apply(self, info):
         """Apply the agreed decisions due before step ``info`` and tell every hook; the step to run (``info``,

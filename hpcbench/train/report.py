@@ -25,6 +25,10 @@ def step_row(gathered: np.ndarray, batch_sizes) -> dict:
     much longer the slowest rank computed; the exposed communication beyond
     that wait is ``comm_exposed_s``. Samples per second count the step's
     samples over all workers (``sum(batch_sizes)``), per worker their mean.
+    ``policy_s`` is the policies' critical path: the slowest rank's hook
+    calls plus the agreement exchange as the quickest rank saw it (the rank
+    that arrives last waits least in it, so its time is the exchange's own
+    cost, not a wait for the others); ``telemetry_s`` the slowest rank's.
     """
     g = gathered
     p = g.shape[0]
@@ -38,7 +42,9 @@ def step_row(gathered: np.ndarray, batch_sizes) -> dict:
                 comm_exposed_s=float(np.mean(np.clip(exposed - wait, 0, None))), wait_s=float(np.mean(wait)),
                 hidden_fraction=float(np.clip(np.nanmean(hidden), 0, 1)) if np.any(np.isfinite(hidden))
                 else math.nan,
-                monitor_s=float(np.mean(g[:, _F["monitor_s"]])), workers=p, global_batch=samples, batch_size=samples / p,
+                monitor_s=float(np.mean(g[:, _F["monitor_s"]])),
+                policy_s=float(np.max(g[:, _F["policy_calls_s"]]) + np.min(g[:, _F["policy_agree_s"]])),
+                telemetry_s=float(np.max(g[:, _F["telemetry_s"]])), workers=p, global_batch=samples, batch_size=samples / p,
                 samples_per_s_worker=samples / p / step, samples_per_s_total=samples / step,
                 loss=float(np.mean(g[:, _F["loss"]])), local_sq_norm=float(g[0, _F["local_sq_norm"]]))
 
@@ -144,15 +150,35 @@ class Report(Hook):
                                                                  setup.link.beta_s_per_byte),
                             sync.averages, "fifo" if order is None else "priority", setup.bucket_need_s)
 
+    def _step_compute(self, rows) -> np.ndarray:
+        """Each step's compute without communication, seconds: measured when real (mean over ranks); the
+        profile at each worker's batch when emulated (the slowest worker's)."""
+        if self.settings.compute != "emulated":
+            return np.array([r["compute_s"] for r in rows])
+        prof, b0 = self.setup.profile, self.settings.batch_size
+        return np.array([max(prof.at_batch(b / b0).compute_s for b in r["sizes"]) for r in rows])
+
     def _ideal(self, rows) -> float:
         """Samples per second over all workers without communication: each step's samples over its compute
-        (measured when real; the profile at each worker's batch when emulated, the slowest worker's)."""
-        batch = float(np.mean([r["global_batch"] for r in rows]))
+        (:meth:`_step_compute`). Where the worker count changed (an elastic run), the steps' samples over
+        the sum of their compute, as :meth:`_efficiency` pools the measured rate."""
+        batch = np.array([r["global_batch"] for r in rows], dtype=float)
+        compute = self._step_compute(rows)
+        if len({r["workers"] for r in rows}) > 1:
+            return float(batch.sum() / compute.sum())
         if self.settings.compute != "emulated":
-            return batch / float(np.mean([r["compute_s"] for r in rows]))
-        prof, b0 = self.setup.profile, self.settings.batch_size
-        per_step = [r["global_batch"] / max(prof.at_batch(b / b0).compute_s for b in r["sizes"]) for r in rows]
-        return per_step[0] if len(set(per_step)) == 1 else float(np.mean(per_step))   # equal steps: exactly
+            return float(batch.mean() / compute.mean())
+        per_step = batch / compute
+        return float(per_step[0]) if len(set(per_step)) == 1 else float(np.mean(per_step))   # equal: exactly
+
+    def _efficiency(self, rows, mean_per_worker: float, ideal: float) -> float:
+        """Measured over ideal throughput: the job's workers times the per-worker rate, or, where the worker
+        count changed (an elastic run: ``workers`` is then the final count), the steps' samples over the sum
+        of their times, pooled as :meth:`_ideal` pools the ideal."""
+        if len({r["workers"] for r in rows}) > 1:
+            total = sum(r["global_batch"] for r in rows) / sum(r["step_s"] for r in rows)
+            return total / ideal
+        return self.p * mean_per_worker / ideal
 
     def _finish(self, name: str, sync, variant_names: list[str], order=None) -> None:
         pred_step, pred_eff, pred_comm = self._predict(sync, order)
@@ -171,10 +197,12 @@ class Report(Hook):
             hidden = [r["hidden_fraction"] for r in rows if r["hidden_fraction"] == r["hidden_fraction"]]
             s = dict(sync=name, variant=v, status="ok", workers=self.p, img_per_s_worker=mean,
                      img_per_s_worker_ci=ci, img_per_s_total=self.p * mean, step_s=step, compute_s=compute,
-                     ideal_img_per_s_total=ideal, efficiency=self.p * mean / ideal,
+                     ideal_img_per_s_total=ideal, efficiency=self._efficiency(rows, mean, ideal),
                      hidden_fraction=float(np.mean(hidden)) if hidden else math.nan,
                      predicted_step_s=pred_step, predicted_efficiency=pred_eff, predicted_comm_s=pred_comm,
-                     comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])), monitor_overhead=overhead,
+                     comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])),
+                     policy_s=float(np.mean([r["policy_s"] for r in rows])),
+                     telemetry_s=float(np.mean([r["telemetry_s"] for r in rows])), monitor_overhead=overhead,
                      final_accuracy=self._acc.get((name, v), math.nan), schedule=schedule)
             self.tables["summary"].append(s)
             self.summaries.append(s)
@@ -206,7 +234,7 @@ class Report(Hook):
             sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
             img_per_s_worker_ci=nan, img_per_s_total=nan, step_s=nan, compute_s=nan, ideal_img_per_s_total=nan,
             efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan, predicted_comm_s=nan,
-            comm_span_s=nan, monitor_overhead=nan, final_accuracy=nan, schedule=schedule))
+            comm_span_s=nan, policy_s=nan, telemetry_s=nan, monitor_overhead=nan, final_accuracy=nan, schedule=schedule))
 
     def comparison(self) -> None:
         """The entries side by side, with each one's throughput over the first one's."""

@@ -23,6 +23,13 @@ Per step, on this rank:
     modelled time its outgoing link spent transmitting them (undilated
     seconds; NaN without a modelled link): ``link_busy_s / sent_bytes`` is
     the link's measured time per byte (filled by the step loop).
+``policy_calls_s``, ``policy_agree_s``
+    the policies' machinery of the previous step on this rank (filled by the
+    step loop; 0 without policies): its hook calls, and its agreement
+    exchange (which includes waiting for the ranks that arrive later).
+``telemetry_s``
+    time in the telemetry hook since the last step's numbers (its table
+    rows and this step's record; 0 without telemetry).
 ``start_s``, ``forward_s``, ``backward_s``, ``optimizer_s``, ``intra_fwd_gap_s``
     when the step started (the run's clock), its forward and backward
     compute, the optimizer's, and the time the forward spent waiting for
@@ -57,6 +64,9 @@ class StepRecord:
     local_sq_norm: float = math.nan
     sent_bytes: float = math.nan
     link_busy_s: float = math.nan
+    policy_calls_s: float = 0.0
+    policy_agree_s: float = 0.0
+    telemetry_s: float = 0.0
     monitor_values: dict = field(default_factory=dict)
     start_s: float = math.nan
     forward_s: float = math.nan
@@ -67,4 +77,5 @@ class StepRecord:
     def vector(self) -> np.ndarray:
         """The numbers the ranks gather, in a fixed order."""
         return np.array([self.compute_s, self.comm_span_s, self.exposed_s, self.monitor_s, self.step_s,
-                         self.loss, self.local_sq_norm, self.sent_bytes, self.link_busy_s], dtype=np.float64)
+                         self.loss, self.local_sq_norm, self.sent_bytes, self.link_busy_s, self.policy_calls_s, self.policy_agree_s,
+                         self.telemetry_s], dtype=np.float64)

@@ -6,7 +6,7 @@ __all__ = ["make_tables", "STEP_FIELDS"]
 
 #: the per-rank step numbers gathered to rank 0 (order of ``StepRecord.vector``)
 STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "loss", "local_sq_norm", "sent_bytes",
-               "link_busy_s")
+               "link_busy_s", "policy_calls_s", "policy_agree_s", "telemetry_s")
 
 
 def make_tables(results, monitor_columns: list[str]) -> dict:
@@ -28,6 +28,10 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("wait_s", "float64", "s", "wait for the slowest rank's compute (max compute - own), mean over ranks"),
         C("hidden_fraction", "float64", "1", "1 - (exposed / span): share of communication hidden, mean"),
         C("monitor_s", "float64", "s", "time in monitors, mean over ranks"),
+        C("policy_s", "float64", "s", "the policies' machinery of the previous step: the slowest rank's hook calls "
+                                      "plus the quickest rank's agreement exchange (0: no policies)"),
+        C("telemetry_s", "float64", "s", "time in the telemetry hook (records, table rows), slowest rank "
+                                         "(0: no telemetry)"),
         C("workers", "int64", "1", "workers that trained the step (an elastic run's active set)"),
         C("global_batch", "int64", "1", "samples of the step over all workers (the batch sizes in effect then)"),
         C("batch_size", "float64", "1", "global_batch / workers (each worker's, when all are equal)"),
@@ -62,6 +66,8 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("comm_span_s", "float64", "s", "mean communication span per step (first start to last completion)"),
         C("predicted_comm_s", "float64", "s", "alpha-beta time of the step's reductions one after the other "
                                               "(compare with comm_span_s when overlap is off)"),
+        C("policy_s", "float64", "s", "mean policy machinery per measured step (steps.policy_s)"),
+        C("telemetry_s", "float64", "s", "mean telemetry time per measured step (steps.telemetry_s)"),
         C("monitor_overhead", "float64", "1", "1 - img/s of this variant / img/s of variant 'none' "
                                               "(interleaved runs)"),
         C("final_accuracy", "float64", "1", "held-out accuracy at the end (digits)"),

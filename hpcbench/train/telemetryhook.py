@@ -73,6 +73,12 @@ class TelemetryHook(Hook):
         self.meters = None
         self._origin = 0.0
         self._link_bps = float("nan")
+        self._spent = 0.0       # wall seconds in measure and after_step since take_spent
+
+    def take_spent(self) -> float:
+        """Wall seconds this hook spent in :meth:`measure` and :meth:`after_step` since the last call."""
+        spent, self._spent = self._spent, 0.0
+        return spent
 
     def before_train(self, ctx) -> None:
         from hpcbench.telemetry import TrafficMeters
@@ -94,6 +100,13 @@ class TelemetryHook(Hook):
         rec : hpcbench.train.steprecord.StepRecord
             The step's record (its ``start_s``, ``forward_s``, ... on the run's clock).
         """
+        t0 = time.perf_counter()
+        try:
+            return self._measure(ctx, rec)
+        finally:
+            self._spent += time.perf_counter() - t0
+
+    def _measure(self, ctx, rec) -> np.ndarray:
         from hpcbench.telemetry import TelemetryRecord
 
         setup = ctx.setup
@@ -137,6 +150,13 @@ class TelemetryHook(Hook):
         """Rank 0: every rank's records of the step into the ``telemetry`` table."""
         if self.table is None:
             return
+        t0 = time.perf_counter()
+        try:
+            self._rows(ctx, telemetry)
+        finally:
+            self._spent += time.perf_counter() - t0
+
+    def _rows(self, ctx, telemetry) -> None:
         recs = telemetry.records()
         if not recs:
             return

@@ -74,6 +74,13 @@ def test_controller_decides_batches_and_ratio_for_every_rank_from_metered_teleme
             rows = tel["step"] == eff
             np.testing.assert_array_equal(tel["micro_batch"][rows], b)
             np.testing.assert_array_equal(tel["compress_ratio"][rows], ratio)
+    rows = read_table(out, "steps")       # the machinery's own time, the claims' overhead numerator
+    assert np.all(np.isfinite(rows["policy_s"]) & (rows["policy_s"] > 0)) and np.all(rows["telemetry_s"] > 0)
+    assert np.all(rows["policy_s"] < 5) and np.all(rows["telemetry_s"] < 5)     # seconds: a step's machinery
+    summary = read_table(out, "summary")
+    measured = ~rows["warmup"]
+    np.testing.assert_allclose(summary["policy_s"], rows["policy_s"][measured].mean())
+    np.testing.assert_allclose(summary["telemetry_s"], rows["telemetry_s"][measured].mean())
     trace = json.loads(open(out.replace(".h5", ".trace.json")).read())
     validate(trace)
     names = {e["name"] for e in trace["traceEvents"]}
