@@ -25,6 +25,7 @@ start and the switch marked. Never imports MPI.
 
 from __future__ import annotations
 
+import ast
 import sys
 
 import numpy as np
@@ -48,7 +49,7 @@ def load_interference(run: dict) -> dict:
     with_policy = any((p if isinstance(p, str) else p.get("name")) == "interference" for p in cfg.get("policies", []))
     dec = read_table(path, "decisions")
     switch = None
-    algs = [str(a.decode() if isinstance(a, bytes) else a) for a in dec["algorithm"]]
+    algs = [algorithm_label(str(a.decode() if isinstance(a, bytes) else a)) for a in dec["algorithm"]]
     for i, a in enumerate(algs):
         if a:
             switch = (int(dec["step"][i]), a)
@@ -57,6 +58,20 @@ def load_interference(run: dict) -> dict:
             "step": np.asarray(steps["step"]), "warmup": np.asarray(steps["warmup"], dtype=bool),
             "throughput": np.asarray(steps["samples_per_s_total"], dtype=float), "switch": switch,
             "sync": str(cfg.get("sync", [""])[0])}
+
+
+def algorithm_label(text: str) -> str:
+    """A recorded algorithm for the legend: a name as it is; a name with options (the ``decisions`` table's text
+    of a mapping, ``{'name': 'weighted_shards', 'weights': (0.0, ...)}``) as the name and the weights rounded.
+
+    >>> algorithm_label("{'name': 'weighted_shards', 'weights': (0.0, 0.5, 0.5)}")
+    'weighted_shards (weights 0.00, 0.50, 0.50)'
+    """
+    if not text.startswith("{"):
+        return text
+    d = ast.literal_eval(text)
+    w = d.get("weights")
+    return str(d["name"]) + (f" (weights {', '.join(f'{float(x):.2f}' for x in w)})" if w else "")
 
 
 def group_mean(runs: list[dict]) -> np.ndarray:

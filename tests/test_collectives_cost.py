@@ -82,3 +82,19 @@ def test_auto_and_arguments():
         predict_allreduce("ring", 1, 0, A, B)
     with pytest.raises(ValueError, match="bits_per_s"):
         link_beta(0)
+
+
+def test_weighted_shards_busiest_link_then_the_last_chunk():
+    """Equal links: every link sends 2 (p-1)/p m and is never idle (the last contributions are in at 3/4 of
+    that, the last allgather fits after them), plus two latencies and the owner's p-1 additions to m/p. Rank 0
+    4x slower with no shard: its 1 MB at 4 beta (4 ms), then the last chunk's allgather: 1 MB is one chunk
+    (m/3 to 3 ranks, 1 ms), three chunks of 4 MiB leave a third of that."""
+    from hpcbench.collectives.algorithms.weighted_shards import CHUNK_BYTES, weighted_shards_links_cost
+
+    assert predict_allreduce("weighted_shards", 10**6, 4, A, B) == pytest.approx(2 * A + 1.5e6 * B)
+    assert predict_allreduce("weighted_shards", 10**6, 4, A, B, 1e-10) == pytest.approx(
+        2 * A + 1.5e6 * B + 0.75e6 * 1e-10)
+    slow = [4e-9, 1e-9, 1e-9, 1e-9]
+    assert weighted_shards_links_cost(10**6, 0.0, slow, [0, 1, 1, 1]) == pytest.approx(5e-3)
+    m = 3 * CHUNK_BYTES
+    assert weighted_shards_links_cost(m, 0.0, slow) == pytest.approx(4 * m * 1e-9 + m * 1e-9 / 3)

@@ -13,9 +13,16 @@ from hpcbench.collectives.algorithms import get
 from hpcbench.collectives.algorithms.rabenseifner import rabenseifner_schedule
 from hpcbench.collectives.algorithms.recursive_doubling import recursive_doubling_schedule
 from hpcbench.collectives.algorithms.ring import SEGMENT_BYTES, ring_schedule
+from hpcbench.collectives.algorithms.weighted_shards import weighted_shards_schedule
 from hpcbench.collectives.persistent import Span, Step, post_points
 
-SCHEDULED = ["ring", "recursive_doubling", "rabenseifner"]
+SCHEDULED = ["ring", "recursive_doubling", "rabenseifner", "weighted_shards"]
+
+
+def _weighted(n, rank, count, itemsize, inplace):
+    """The weighted-shard schedule with uneven shards and rank 0 owning none (the slow-link choice)."""
+    return weighted_shards_schedule(n, rank, count, itemsize, inplace, weights=[0.0] + [1.0 + i for i in
+                                                                                        range(n - 1)])
 
 
 def _length(s: Span) -> int:
@@ -53,6 +60,8 @@ def test_messages_match_their_receives(n, count, itemsize, inplace):
     _check_matching(ring_schedule, n, count, itemsize, inplace)
     _check_matching(recursive_doubling_schedule, n, count, itemsize, inplace)
     _check_matching(rabenseifner_schedule, n, count, itemsize, inplace)
+    _check_matching(weighted_shards_schedule, n, count, itemsize, inplace)
+    _check_matching(_weighted, n, count, itemsize, inplace)
 
 
 def _simulate(build, n, count, inplace, posted=False):
@@ -88,7 +97,7 @@ def _simulate(build, n, count, inplace, posted=False):
 
 
 @pytest.mark.parametrize("build", [ring_schedule, recursive_doubling_schedule,
-                                   rabenseifner_schedule])
+                                   rabenseifner_schedule, weighted_shards_schedule, _weighted])
 @pytest.mark.parametrize("n", [2, 4, 8])
 @pytest.mark.parametrize("count", [1, 3, 8, 37])
 @pytest.mark.parametrize("inplace", [False, True])

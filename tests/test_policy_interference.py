@@ -101,13 +101,52 @@ def test_tally_errors():
 def test_per_link_costs_match_the_uniform_model_and_the_slow_link():
     from hpcbench.collectives.cost import predict_allreduce
 
-    for a in ("ring", "rabenseifner", "recursive_doubling", "tree", "star", "binary_tree_star"):
+    for a in ("ring", "rabenseifner", "recursive_doubling", "tree", "star", "binary_tree_star", "weighted_shards"):
         assert predict_allreduce_links(a, 3 * MB, 1e-5, [2e-9] * 5) == pytest.approx(
             predict_allreduce(a, 3 * MB, 5, 1e-5, 2e-9))
     best, times = fastest_allreduce(["star", "ring"], [MB], 0.0, [4e-9, 1e-9, 1e-9, 1e-9])
     assert best == "ring" and times == pytest.approx({"star": 13e-3, "ring": 6e-3})
     with pytest.raises(ValueError, match="betas"):
         predict_allreduce_links("ring", MB, 0.0, [1e-9, -1.0])
+
+
+def test_weighted_shards_chosen_with_the_slow_rank_owning_nothing():
+    """The links of the tally test, weighted_shards among the candidates: the slow rank gets no shard and sends
+    its 1 MB once at 4e-9 s/B (4 ms, the bound of every allreduce); each healthy rank sends 2/3 MB and then
+    its 1/3 MB shard to 3 ranks, 5/3 ms; one chunk, so the last allgather (1 ms) follows: 5 ms < ring 6 ms.
+    The decision carries the weights the model priced."""
+    from dataclasses import replace
+
+    from hpcbench.collectives.linkcost import allreduce_options
+
+    p = _policy()
+    ctx = replace(_ctx(2), algorithms=ALGS + ("weighted_shards",), algorithm_options=allreduce_options)
+    p.after_step(_ctx(1), _tel(1, 0.010))
+    p.after_step(ctx, _tel(2, 0.030, busy=(12e-3, 1e-3, 1e-3, 1e-3)))
+    d = p.tally(ctx, 4.0)
+    assert d.algorithm["name"] == "weighted_shards"
+    np.testing.assert_allclose(d.algorithm["weights"], [0, 1 / 3, 1 / 3, 1 / 3])
+    assert "weighted_shards 5.0 ms, ring 6.0 ms" in d.reason
+    Decision(algorithm=d.algorithm).digest()        # a mapping decision is hashable for the ranks' agreement
+
+
+@pytest.mark.parametrize("betas", [[4, 1, 1, 1], [1.2, 1, 1, 1], [1, 1, 1], [3, 1, 2, 1, 1.5], [2, 1], [1, 5, 5]])
+def test_shard_weights_balance_the_busiest_link(betas):
+    """Water filling: ranks with a shard all finish together (m beta_r (1 + (p-2) w_r) equal), the others (no
+    shard) send m and are not below them, and no other weights do better than equal ones."""
+    from hpcbench.collectives.algorithms.weighted_shards import shard_weights
+
+    b = np.asarray(betas, dtype=float)
+    w = shard_weights(b)
+    assert w.sum() == pytest.approx(1.0) and np.all(w >= 0)
+    busy = b * (1 + (b.size - 2) * w)
+    if b.size > 2:
+        assert np.ptp(busy[w > 0]) == pytest.approx(0.0, abs=1e-12)
+        assert np.all(busy[w == 0] >= busy[w > 0].max() - 1e-12)
+        assert busy.max() <= (b * (1 + (b.size - 2) / b.size)).max() + 1e-12
+    else:
+        np.testing.assert_allclose(w, (1 / b) / (1 / b).sum())
+    assert shard_weights([4, 1, 1, 1]).tolist() == pytest.approx([0, 1 / 3, 1 / 3, 1 / 3])
 
 
 def test_slow_link_schedule():

@@ -141,7 +141,7 @@ def _out(w, out, count, argname="out", shape=None):
 
 
 def _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name, local_size,
-                   tag=None):
+                   tag=None, weights=None):
     _check_op(op)
     ctx, tr = _resolve(comm, transport)
     w = as_work(x, "x", writable=out is x)
@@ -158,17 +158,22 @@ def _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name, 
                          f"{[a for a in _alg.names() if _alg.get(a).deterministic]}")
     if local_size is not None and (not isinstance(local_size, int) or local_size < 1):
         raise ValueError(f"local_size: must be a positive int, got {local_size!r}")
+    if weights is not None:
+        if algorithm != "weighted_shards":
+            raise ValueError(f"weights: only the weighted_shards algorithm takes shard weights, not {algorithm!r}")
+        from hpcbench.collectives.algorithms.weighted_shards import shard_fractions
+        shard_fractions(weights, tr.size)       # bad weights: ValueError before any message
     if tag is None:
         tag = ctx.tag(name)
     red = reducer(w.kind, op, tr.size)
-    gen = alg.fn(tr, tag, src, dst, red, ctx, local_size=local_size)
+    gen = alg.fn(tr, tag, src, dst, red, ctx, local_size=local_size, weights=weights)
     return gen, o.obj, dst.nbytes
 
 
 def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
               deterministic: bool = False, comm: MPI.Comm | None = None,
               transport: Transport | None = None, name: str | None = None,
-              local_size: int | None = None):
+              local_size: int | None = None, weights=None):
     """Reduce ``x`` over all ranks and give every rank the result.
 
     Must be called by all ranks of ``comm`` with the same count, dtype, ``op``
@@ -188,14 +193,14 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
         division for int64).
     algorithm : str
         ``"ring"``, ``"rabenseifner"``, ``"recursive_doubling"``, ``"tree"``,
-        ``"star"``, ``"binary_tree_star"`` or ``"auto"`` (by message size, see
+        ``"star"``, ``"binary_tree_star"``, ``"weighted_shards"`` or ``"auto"`` (by message size, see
         :func:`choose_algorithm`; measured crossovers in :data:`CROSSOVER`).
     deterministic : bool
         Guarantee float results bitwise identical on every rank and from run
         to run: only algorithms where each element is reduced at exactly one
         rank, in an order fixed by rank numbers, and the reduced bytes are
         then copied to the others (ring, rabenseifner, tree, star,
-        binary_tree_star) are allowed. All of them already combine in a fixed
+        binary_tree_star, weighted_shards) are allowed. All of them already combine in a fixed
         order, so the flag restricts the choice and costs nothing more.
     comm : mpi4py.MPI.Comm, optional
         Communicator (default ``MPI.COMM_WORLD``); ignored when ``transport``
@@ -206,6 +211,11 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
         Operation name; selects the tag (see module docstring).
     local_size : int, optional
         ``binary_tree_star`` only: ranks per group (default: per host).
+    weights : sequence of float, optional
+        ``weighted_shards`` only: each rank's relative shard size (one per
+        rank, >= 0, positive sum, the same on every rank; default equal), e.g.
+        :func:`~hpcbench.collectives.algorithms.weighted_shards.shard_weights`
+        of the links' seconds per byte.
 
     Returns
     -------
@@ -219,10 +229,11 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
     ValueError
         Unknown ``op`` or ``algorithm``, ``out`` of another size, a
         non-contiguous ``out``, a non-CPU tensor, a non-deterministic
-        algorithm with ``deterministic=True``.
+        algorithm with ``deterministic=True``, ``weights`` for another
+        algorithm or not one per rank.
     """
     tag = None
-    if name is None and (transport is None or type(transport) is Transport):
+    if name is None and weights is None and (transport is None or type(transport) is Transport):
         ctx, tr = _resolve(comm, transport)
         tag = ctx.tags.blocking     # matched by call order, whichever path runs it
         if type(x) is np.ndarray:
@@ -230,7 +241,7 @@ def allreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
             if result is not None:
                 return result
     gen, result, nbytes = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport,
-                                         name, local_size, tag)
+                                         name, local_size, tag, weights)
     run_inline(gen, nbytes=nbytes)
     return result
 
@@ -338,7 +349,7 @@ def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst, tagge
 def iallreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
                deterministic: bool = False, comm: MPI.Comm | None = None,
                transport: Transport | None = None, name: str | None = None,
-               local_size: int | None = None) -> Request:
+               local_size: int | None = None, weights=None) -> Request:
     """Nonblocking :func:`allreduce`; returns a :class:`Request`.
 
     Must be called by all ranks of ``comm``. Parameters, errors and result as
@@ -349,13 +360,13 @@ def iallreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
     outstanding and complete in any order; give each concurrent one a
     distinct ``name`` when ranks may start them in different orders.
     """
-    if type(x) is np.ndarray and type(out) is np.ndarray and (transport is None
-                                                             or type(transport) is Transport):
+    if type(x) is np.ndarray and type(out) is np.ndarray and weights is None and (
+            transport is None or type(transport) is Transport):
         req = _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, name)
         if req is not None:
             return req
     gen, result, nbytes = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport,
-                                         name, local_size)
+                                         name, local_size, weights=weights)
     return submit(Request(gen, result, name, nbytes))
 
 

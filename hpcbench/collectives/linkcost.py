@@ -16,6 +16,11 @@ star                reduce: the members send at once, the slowest member's link 
 tree                reduce: every non-root rank sends its segments up, the slowest
                     of them paces the pipeline; broadcast: the inner nodes send down,
                     the slowest inner node paces it
+weighted_shards     the busiest link, ``m beta_r (1 + (p - 2) w_r)``, or, where later,
+                    the last contributions' arrival plus the last chunk's
+                    allgather, with the shard weights ``w`` that
+                    :func:`allreduce_options` gives for these links (a slow rank
+                    owns no shard and sends ``m``, the least any allreduce can)
 every other         the registered model at ``max_r beta_r``: in ring, Rabenseifner
                     and recursive doubling every rank sends the same bytes in each
                     step and a step waits for its slowest message, so the slowest
@@ -33,9 +38,10 @@ import numpy as np
 from hpcbench.collectives import algorithms as _alg
 from hpcbench.collectives.algorithms._shapes import (star_bcast_cost, star_reduce_cost, tree_bcast_cost,
                                                      tree_reduce_cost)
+from hpcbench.collectives.algorithms.weighted_shards import shard_weights, weighted_shards_links_cost
 from hpcbench.collectives.cost import predict_allreduce
 
-__all__ = ["predict_allreduce_links", "fastest_allreduce"]
+__all__ = ["predict_allreduce_links", "fastest_allreduce", "allreduce_options"]
 
 
 def _star(nbytes: int, alpha: float, betas: np.ndarray) -> float:
@@ -51,7 +57,42 @@ def _tree(nbytes: int, alpha: float, betas: np.ndarray) -> float:
             + tree_bcast_cost(nbytes, p, alpha, float(betas[inner].max())))
 
 
-_PER_LINK = {"star": _star, "tree": _tree}
+def _weighted_shards(nbytes: int, alpha: float, betas: np.ndarray) -> float:
+    return weighted_shards_links_cost(nbytes, alpha, betas, None)
+
+
+_PER_LINK = {"star": _star, "tree": _tree, "weighted_shards": _weighted_shards}
+
+#: options an algorithm takes from the links (the ones :func:`predict_allreduce_links` priced it with)
+_OPTIONS = {"weighted_shards": lambda betas: {"weights": tuple(float(w) for w in shard_weights(betas))}}
+
+
+def allreduce_options(algorithm: str, betas) -> dict:
+    """The options of ``algorithm`` for links of ``betas`` s/byte, as :func:`predict_allreduce_links` priced it.
+
+    Parameters
+    ----------
+    algorithm : str
+        A registered algorithm.
+    betas : array_like of float, shape (p,)
+        Seconds per byte of each rank's outgoing link (> 0 where an algorithm tunes to them).
+
+    Returns
+    -------
+    dict
+        ``{"weights": (w_0, ..., w_{p-1})}`` for ``weighted_shards``
+        (:func:`~hpcbench.collectives.algorithms.weighted_shards.shard_weights`);
+        empty for algorithms without options.
+
+    Examples
+    --------
+    >>> allreduce_options("weighted_shards", [4e-9, 1e-9, 1e-9])["weights"]
+    (0.0, 0.5, 0.5)
+    >>> allreduce_options("ring", [4e-9, 1e-9])
+    {}
+    """
+    make = _OPTIONS.get(algorithm)
+    return make(betas) if make is not None else {}
 
 
 def predict_allreduce_links(algorithm: str, nbytes: int, alpha_s: float, betas) -> float:

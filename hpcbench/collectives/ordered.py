@@ -82,6 +82,8 @@ class OrderedAllreduce:
         Prefix of each operation's name (``f"{name}{i}"`` for buffer ``i``).
     clock : callable
         ``clock() -> float`` seconds for :attr:`started_at` / :attr:`completed_at`.
+    weights : sequence of float, optional
+        ``weighted_shards`` only: the shard weights (:func:`hpcbench.collectives.allreduce`).
 
     Attributes
     ----------
@@ -97,7 +99,7 @@ class OrderedAllreduce:
 
     def __init__(self, buffers: Sequence, order: Sequence[int], *, op: str = "avg", algorithm: str = "auto",
                  comm=None, transport=None, name: str = "ordered",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, weights=None) -> None:
         n = len(buffers)
         order = [int(i) for i in order]
         if sorted(order) != list(range(n)):
@@ -107,7 +109,7 @@ class OrderedAllreduce:
         self._done = np.zeros(n, dtype=bool)
         self.started_at = np.full(n, np.nan)
         self.completed_at = np.full(n, np.nan)
-        self._kw = dict(op=op, algorithm=algorithm, comm=comm, transport=transport, name=name)
+        self._kw = dict(op=op, algorithm=algorithm, comm=comm, transport=transport, name=name, weights=weights)
         self._request = submit(Request(self._run(), None, name,
                                        max([b.nbytes for b in self.buffers], default=0)))
 
@@ -122,7 +124,7 @@ class OrderedAllreduce:
             self.started_at[i] = self.clock()
             buf = self.buffers[i]
             gen, _, _ = _allreduce_gen(buf, buf, kw["op"], kw["algorithm"], False, kw["comm"], kw["transport"],
-                                    f"{kw['name']}{i}", None)
+                                       f"{kw['name']}{i}", None, weights=kw["weights"])
             yield from gen
             self.completed_at[i] = self.clock()
             self._done[i] = True

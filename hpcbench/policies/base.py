@@ -101,6 +101,12 @@ class PolicyContext:
         (:func:`hpcbench.collectives.linkcost.predict_allreduce_links`, a pure
         function: a policy prices algorithms without importing the
         collectives); None where the runner has none.
+    algorithm_options : callable or None
+        ``algorithm_options(algorithm, betas) -> dict``: the options with
+        which ``allreduce_time`` priced ``algorithm`` on those links (the
+        shard weights of ``weighted_shards``,
+        :func:`hpcbench.collectives.linkcost.allreduce_options`); None where
+        the runner has none.
     """
 
     rank: int
@@ -119,6 +125,7 @@ class PolicyContext:
     message_itemsize: int = 4
     algorithms: tuple = ()
     allreduce_time: object = None
+    algorithm_options: object = None
 
 
 class PolicyConfig(StrategyConfig):

@@ -33,9 +33,11 @@ class Decision:
     sync : str or mapping, optional
         The synchroniser to switch to: a registered name or a ``sync`` entry's
         section (``{name: ring}``, ``{name: sma, alpha: 0.1}``).
-    algorithm : str, optional
+    algorithm : str or mapping, optional
         The allreduce algorithm of the active synchroniser (a registered name
-        or ``auto``), for synchronisers that can switch it.
+        or ``auto``), or a mapping of its name and options
+        (``{"name": "weighted_shards", "weights": (0.0, 1, 1, 1)}``), for
+        synchronisers that can switch it.
     workers : int, optional
         Active workers, >= 1 (an elastic worker set; refused by runners that
         have none).
@@ -63,7 +65,7 @@ class Decision:
     batch_size: int | tuple | None = None
     learning_rate: float | None = None
     sync: str | Mapping | None = None
-    algorithm: str | None = None
+    algorithm: str | Mapping | None = None
     workers: int | None = None
     compress_ratio: float | None = None
     at_step: int | None = None

@@ -34,16 +34,24 @@ messages given the *measured* per-link times: each rank's link seconds per
 byte in the step that tipped the vote (``link_busy_s / sent_bytes``, from
 the modelled links' wire times), priced by the runner's per-link cost model
 (:func:`hpcbench.collectives.linkcost.predict_allreduce_links`, through
-``PolicyContext.allreduce_time``). hpcbench's registered algorithms have
-fixed roots (the star's is rank 0), so the choice is among algorithms, not
-roots: with rank 0's link slowed, the star is replaced by an algorithm in
-which rank 0 sends no more than the others (a ring), not by a star
-rooted elsewhere. When the model predicts the active algorithm to be the
-fastest already, nothing changes and the votes are tallied again at the
-next step. A rank that sent nothing in the step has no measured time; its
-link is taken as fast as the fastest measured (it did not slow the step).
-KungFu compares a moving average of durations; hpcbench compares each
-step's throughput (the issue's rule), so one slow step is enough to vote.
+``PolicyContext.allreduce_time``), with the options the model priced it
+with (``PolicyContext.algorithm_options``). Where the root is the
+parameter KungFu turns, hpcbench turns the shard sizes of
+``weighted_shards`` (:mod:`hpcbench.collectives.algorithms.weighted_shards`):
+the slow rank owns no shard, so its link sends its gradient once (``m``
+bytes, the least any allreduce can) and the healthy ranks reduce and
+broadcast; a star rooted at a healthy rank would still send ``m`` from the
+slow rank and ``p - 1`` copies from the root, one after the other unless
+pipelined (the model: ``7 m beta`` against ``4 m beta`` for 4 ranks and a
+4x slower link). The decision names the algorithm with those options
+(``{"name": "weighted_shards", "weights": (...)}``) or, for an algorithm
+without options, its name. When the model predicts the active algorithm
+to be the fastest already, nothing changes and the votes are tallied again
+at the next step. A rank that sent nothing in the step has no measured
+time; its link is taken as fast as the fastest measured (it did not slow
+the step). KungFu compares a moving average of durations; hpcbench
+compares each step's throughput (the issue's rule), so one slow step is
+enough to vote.
 """
 
 from __future__ import annotations
@@ -150,9 +158,11 @@ class Interference(Policy):
         if best == ctx.algorithm:
             return None
         self.switched = True
+        options = ctx.algorithm_options(best, self.betas) if ctx.algorithm_options is not None else {}
+        choice = {"name": best, **options} if options else best
         predicted = ", ".join(f"{a} {1e3 * t:.1f} ms" for a, t in sorted(times.items(), key=lambda kv: kv[1]))
         slow = int(np.argmax(self.betas))
-        return Decision(algorithm=best, reason=f"interference: {total:g} of {ctx.world_size} workers saw the "
+        return Decision(algorithm=choice, reason=f"interference: {total:g} of {ctx.world_size} workers saw the "
                                                f"allreduce throughput below {self.config.threshold:g} of the "
                                                f"reference; slowest link rank {slow} "
                                                f"({self.betas[slow] / self.betas.min():.2g}x the fastest); "

@@ -213,9 +213,10 @@ class Synchroniser(ABC):
         """
         raise NotImplementedError
 
-    def use_algorithm(self, algorithm: str) -> None:
-        """Reduce with allreduce algorithm ``algorithm`` (a registered name or ``"auto"``) from the next start
-        on (``switches_algorithm`` only; every rank switches before the same step).
+    def use_algorithm(self, algorithm) -> None:
+        """Reduce with allreduce algorithm ``algorithm`` (a registered name, ``"auto"``, or a mapping of the
+        name and its options) from the next start on (``switches_algorithm`` only; every rank switches before
+        the same step).
 
         Raises
         ------

@@ -11,6 +11,8 @@ is a synchroniser without any line here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hpcbench.collectives import iallreduce
 from hpcbench.sync.base import Synchroniser
 
@@ -26,24 +28,49 @@ class CollectiveSync(Synchroniser):
     """
 
     algorithm = "auto"
+    #: options of the algorithm (``weights`` of ``weighted_shards``), set by :meth:`use_algorithm`
+    algorithm_options: dict = {}
     schedulable = True
     switches_algorithm = True
 
     def use_algorithm(self, algorithm):
+        """Switch to ``algorithm``: a registered name, ``"auto"``, or a mapping ``{name: weighted_shards,
+        weights: [...]}`` (one shard weight per rank, see :func:`hpcbench.collectives.allreduce`). A resize of
+        an elastic run rebuilds the synchroniser with the name alone (the weights were one per old rank).
+
+        Raises
+        ------
+        ValueError
+            An unknown name, an option other than ``weights``, or weights for another algorithm.
+        """
         from hpcbench.collectives.algorithms import ALGORITHMS, names
 
         names()     # loads the registry
+        options = {}
+        if isinstance(algorithm, Mapping):
+            options = {k: v for k, v in algorithm.items() if k != "name"}
+            algorithm = algorithm.get("name")
+            extra = sorted(set(options) - {"weights"})
+            if extra:
+                raise ValueError(f"algorithm: unknown option {extra[0]!r} (only weights)")
+            if "weights" in options:
+                if algorithm != "weighted_shards":
+                    raise ValueError(f"algorithm: weights are for weighted_shards, not {algorithm!r}")
+                options["weights"] = tuple(float(w) for w in options["weights"])
         self.algorithm = algorithm if algorithm == "auto" else ALGORITHMS.check(algorithm)
+        self.algorithm_options = options
 
     def start_ordered(self, flats, order, clock):
         from hpcbench.collectives.ordered import OrderedAllreduce
 
         kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}
-        return OrderedAllreduce(flats, order, op="avg", algorithm=self.algorithm, name="grad", clock=clock, **kw)
+        return OrderedAllreduce(flats, order, op="avg", algorithm=self.algorithm, name="grad", clock=clock,
+                                **self.algorithm_options, **kw)
 
     def start(self, flat, index):
         kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}
-        return iallreduce(flat, flat, op="avg", algorithm=self.algorithm, name=f"grad{index}", **kw)
+        return iallreduce(flat, flat, op="avg", algorithm=self.algorithm, name=f"grad{index}",
+                          **self.algorithm_options, **kw)
 
     def test(self, handle):
         return handle.test()

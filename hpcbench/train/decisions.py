@@ -62,7 +62,7 @@ class AppliedDecision:
         return dict(sync=label, step=self.step, decided_step=self.decided, policy=self.policy,
                     batch_size="" if b is None else ",".join(map(str, b if isinstance(b, tuple) else (b,))),
                     learning_rate=float("nan") if d.learning_rate is None else float(d.learning_rate),
-                    synchroniser=_text(d.sync), algorithm=d.algorithm or "",
+                    synchroniser=_text(d.sync), algorithm=_text(d.algorithm),
                     workers=-1 if d.workers is None else int(d.workers),
                     compress_ratio=float("nan") if d.compress_ratio is None else float(d.compress_ratio),
                     reason=d.reason[:500])

@@ -68,10 +68,10 @@ def _algorithm_choice(sync) -> dict:
     if not sync.switches_algorithm:
         return {}
     from hpcbench.collectives.algorithms import find, names
-    from hpcbench.collectives.linkcost import predict_allreduce_links
+    from hpcbench.collectives.linkcost import allreduce_options, predict_allreduce_links
 
     return dict(algorithms=tuple(a for a in names() if find(a).cost is not None),
-                allreduce_time=predict_allreduce_links)
+                allreduce_time=predict_allreduce_links, algorithm_options=allreduce_options)
 
 
 def _pool(ctx) -> int | None:

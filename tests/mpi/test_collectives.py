@@ -649,3 +649,42 @@ def test_lazy_hand_off_completes_without_wait(comm):
     assert np.all(o == n * (n - 1) / 2)
     if hc.progress_mode() == "thread":
         assert done
+
+
+def test_weighted_shards_with_weights(comm):
+    """Uneven and empty shards (the slow rank owning none) still give the sum, the same bits on every rank,
+    through the blocking, the nonblocking and the ordered paths; over a modelled link a rank with no shard
+    sends its buffer exactly once."""
+    from hpcbench.collectives.linkmodel import LinkTransport
+    from hpcbench.collectives.ordered import OrderedAllreduce
+
+    n = comm.size
+    for weights in ([0.0] + [1.0] * (n - 1) if n > 1 else [1.0], list(range(1, n + 1))):
+        for count in (0, 1, n + 2, 1_100_000):       # the last: one chunk above the plans' size, two chunks
+            x = _data(comm, count, "float64", seed=3)
+            ref = _reference(comm, x, "sum")
+            y = hc.allreduce(x, algorithm="weighted_shards", comm=comm, weights=weights)
+            _check(y, ref, "float64", "sum", n)
+            assert _bytes_equal_everywhere(comm, y)
+            z = hc.iallreduce(x, x.copy(), algorithm="weighted_shards", comm=comm, weights=weights).wait()
+            np.testing.assert_array_equal(z, y)
+            o = x.copy()
+            ordered = OrderedAllreduce([o], [0], op="sum", algorithm="weighted_shards", comm=comm,
+                                       weights=weights)
+            ordered.mark_ready(0)
+            ordered.wait()
+            np.testing.assert_array_equal(o, y)
+    lt = LinkTransport(comm, beta="100Gbit")
+    try:
+        x = _data(comm, 5000, "float32", seed=4)
+        weights = [0.0] + [1.0] * (n - 1) if n > 1 else [1.0]
+        y = hc.allreduce(x, algorithm="weighted_shards", transport=lt, weights=weights)
+        _check(y, _reference(comm, x, "sum"), "float32", "sum", n)
+        if n > 1 and comm.rank == 0:
+            assert lt.bytes_sent == x.nbytes            # its contribution, once: the least any allreduce can
+    finally:
+        lt.free()
+    with pytest.raises(ValueError, match="weights"):
+        hc.allreduce(np.ones(4), algorithm="weighted_shards", comm=comm, weights=[1.0] * (n + 1))
+    with pytest.raises(ValueError, match="weights"):
+        hc.allreduce(np.ones(4), algorithm="ring", comm=comm, weights=[1.0] * n)
