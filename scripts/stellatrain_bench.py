@@ -21,7 +21,9 @@ wall seconds, per rank (the largest share printed).
 
 The compute is emulated (``--compute-time`` seconds per step at batch
 ``--batch``, ResNet-50's profiled shares, 2:1 heterogeneous workers); the
-modelled link is the MobiPerf WAN replay scaled to ``--wan``.
+modelled link is the MobiPerf WAN replay scaled to ``--wan``, one level per
+``--trace-interval`` modelled seconds; ``--estimator`` picks the policy's
+bandwidth estimator (``delivered``, the default, or ``stellatrain``).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def main() -> int:
     ap.add_argument("--dilation", type=float, default=10.0, help="controller run's time dilation (DDP's: 1)")
     ap.add_argument("--speed", default="2:1")
     ap.add_argument("--after", type=int, default=20)
+    ap.add_argument("--estimator", default="delivered", help="the stellatrain policy's bandwidth estimator")
     ap.add_argument("--trace-interval", type=float, default=1.0, help="modelled seconds per WAN trace level")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
@@ -114,7 +117,7 @@ def main() -> int:
                          "--batches_per_iter", "10", "--bucket_mb", "25",
                          "--sync", "[{name: compressed, compressor: {name: topk, ratio: 0.01}, label: stellatrain}]",
                          "--policies", f"[{{name: stellatrain, max_batch: {args.max_batch}, min_batch: 4, "
-                                       f"initial_ratio: 0.01}}]",
+                                       f"initial_ratio: 0.01, estimator: {args.estimator}}}]",
                          "--chrome_trace", "true", "--output", ctl], comm=comm)
     wall = time.perf_counter() - t0
     shares = comm.gather((machinery[0], steps_wall[0], wall), root=0)

@@ -99,24 +99,38 @@ def test_stellatrain_policy_turns_controller_decisions_into_decisions_at_latest_
     from hpcbench.train.tables import STEP_FIELDS
 
     models = [ThroughputModel(32, 400), ThroughputModel(32, 200)]
-    pol = StellaTrain(StellaTrain.Config(max_batch=64, min_batch=4, initial_ratio=0.02))
     ctx = replace(_ctx(-1, sizes=(16, 16)), message_elements=(25_000_000,))
+    fields = STEP_FIELDS + TelemetryRecord.names()
+
+    def drive(pol):
+        sizes, ratio, out = (16, 16), 0.02, []
+        for s in range(40):
+            recs = [TelemetryRecord(s, i, 0.0, 0.01, float(models[i].time(sizes[i])), 0.0, 0.0, 1e8, 1e8, 1e8, 1e8,
+                                    sizes[i], 1, ratio, 1e8) for i in range(2)]
+            rows = np.array([np.concatenate([np.zeros(len(STEP_FIELDS)), r.vector()]) for r in recs])
+            d = pol.after_step(replace(ctx, step=s, batch_sizes=sizes),
+                               Telemetry(s, 0, fields, rows[0], rows, {}, sizes))
+            if d is not None:
+                out.append((s, d))
+                sizes, ratio = d.batch_size, d.compress_ratio
+        return out
+
+    pol = StellaTrain(StellaTrain.Config(max_batch=64, min_batch=4, initial_ratio=0.02))
     first = pol.before_train(ctx)
     assert first == Decision(compress_ratio=0.02, reason="initial compression ratio")
     assert StellaTrain(StellaTrain.Config()).before_train(replace(ctx, rank=1)) is None
-    sizes, ratio, out = (16, 16), 0.02, []
-    fields = STEP_FIELDS + TelemetryRecord.names()
-    for s in range(40):
-        recs = [TelemetryRecord(s, i, 0.0, 0.01, float(models[i].time(sizes[i])), 0.0, 0.0, 1e8, 1e8, 1e8, 1e8,
-                                sizes[i], 1, ratio) for i in range(2)]
-        rows = np.array([np.concatenate([np.zeros(len(STEP_FIELDS)), r.vector()]) for r in recs])
-        d = pol.after_step(replace(ctx, step=s, batch_sizes=sizes), Telemetry(s, 0, fields, rows[0], rows, {}, sizes))
-        if d is not None:
-            out.append((s, d))
-            sizes, ratio = d.batch_size, d.compress_ratio
+    out = drive(pol)
     assert [s for s, _ in out][:2] == [7, 14]                 # warm-up, then every 4 steps after the last effect
     for s, d in out:
         assert d.at_step == s + 3 == d.detail.effective_step and d.batch_size == d.detail.batches
         assert d.compress_ratio == pytest.approx(1 - d.detail.compression_rate)
-        assert set(d.changes()) <= StellaTrain.decides
+        assert set(d.changes()) <= StellaTrain.decides and d.learning_rate is None
     assert out[-1][1].detail.phase == "running" and out[-1][1].batch_size == (64, 32)
+    assert out[-1][1].detail.estimate_bps == pytest.approx(1e8)      # the delivered rate, every step 100 Mbit/s
+    # scale_lr: the learning rate follows the global batch (linear scaling from the starting 32)
+    scaled = StellaTrain(StellaTrain.Config(max_batch=64, min_batch=4, initial_ratio=0.02, scale_lr=True))
+    scaled.before_train(ctx)
+    for _, d in drive(scaled):
+        assert d.learning_rate == pytest.approx(ctx.learning_rate * sum(d.batch_size) / 32)
+    with pytest.raises(ValueError, match="bandwidth estimator"):
+        StellaTrain.Config(estimator="peak")

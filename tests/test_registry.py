@@ -29,6 +29,7 @@ REGISTRIES = [
     ("hpcbench.cli", "SUBCOMMANDS"),
     ("hpcbench.optim", "OPTIMIZERS"),
     ("hpcbench.controller.batch", "BATCH_SOLVERS"),
+    ("hpcbench.controller.estimators", "ESTIMATORS"),
     ("hpcbench.policies", "POLICIES"),
     ("hpcbench.sync", "SYNCHRONISERS"),
 ]

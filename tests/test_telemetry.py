@@ -11,7 +11,7 @@ from hpcbench.telemetry import BandwidthMeter, TelemetryRecord
 
 
 def record(step=3, rank=1):
-    return TelemetryRecord(step, rank, 1.25, 0.1, 0.2, 0.05, 0.01, 8e6, 4e6, 9e6, 3e6, 32, 2, 0.01)
+    return TelemetryRecord(step, rank, 1.25, 0.1, 0.2, 0.05, 0.01, 8e6, 4e6, 9e6, 3e6, 32, 2, 0.01, 7e6)
 
 
 def test_meter_busiest_bin_and_mean_by_hand():

@@ -59,10 +59,11 @@ class Decision:
     phase : str
         ``collect`` or ``running``.
     measured_bps, estimate_bps : float
-        Measured (minimum smoothed receive throughput) and estimated
-        bandwidth, bit/s (NaN while collecting).
+        Measured (the estimator's minimum over workers of their receive
+        throughput) and estimated bandwidth, bit/s (NaN while collecting).
     reduce_fraction : float
-        The estimator's ``r`` (NaN while collecting).
+        The estimator's ``r`` (NaN while collecting, and with an estimator
+        that does not use it).
     compression_rate : float
         Fraction of gradient elements dropped (StellaTrain's rate).
     compress_ratio : float
@@ -78,7 +79,7 @@ class Decision:
     step: int = unit_field("1", "slowest worker's step when decided")
     effective_step: int = unit_field("1", "first step the decision applies to")
     phase: str = unit_field("", "collect (growing batches to fit throughput) or running")
-    measured_bps: float = unit_field("bit/s", "minimum over workers of the smoothed receive throughput")
+    measured_bps: float = unit_field("bit/s", "minimum over workers of the (smoothed) receive throughput")
     estimate_bps: float = unit_field("bit/s", "bandwidth estimate the rate was chosen for")
     reduce_fraction: float = unit_field("1", "min wait / (min wait + mean compute); 0 below 0.05")
     compression_rate: float = unit_field("1", "fraction of gradient elements dropped")
@@ -111,8 +112,10 @@ class Controller:
     solver : str, default "exact"
         A key of :data:`hpcbench.controller.batch.BATCH_SOLVERS`.
     timing : DecisionTiming, default STELLATRAIN_TIMING
-    estimator : BandwidthEstimator, optional
-        Default: StellaTrain's constants, peak meter readings.
+    estimator : BandwidthEstimator or DeliveredBandwidthEstimator, optional
+        An entry of :data:`hpcbench.controller.estimators.ESTIMATORS`.
+        Default: StellaTrain's (:class:`BandwidthEstimator`, its constants,
+        peak meter readings).
     seed : int
         Seed of ``nelder-mead``'s random starts.
     restarts : int
@@ -128,7 +131,7 @@ class Controller:
 
     def __init__(self, wire: WireModel, upper: Sequence[int], initial_batch: Sequence[int], initial_rate: float,
                  lower: int | Sequence[int] = 1, solver: str = "exact",
-                 timing: DecisionTiming = STELLATRAIN_TIMING, estimator: BandwidthEstimator | None = None,
+                 timing: DecisionTiming = STELLATRAIN_TIMING, estimator=None,
                  seed: int = 0, restarts: int = 32) -> None:
         self.n = len(upper)
         self.wire, self.solver, self.timing, self.seed, self.restarts = wire, solver, timing, seed, restarts

@@ -20,7 +20,17 @@ so its controller is not connected there):
   effective_step`` (the most advanced worker's step + 3), applied before that
   step on every rank, with the controller's record as its ``detail`` (the
   ``controller`` table);
-- ``before_train`` sets the starting ratio (``initial_ratio``) from step 0.
+- ``before_train`` sets the starting ratio (``initial_ratio``) from step 0;
+- ``scale_lr: true`` sets the learning rate with each decision to the
+  starting one times the global batch over the starting global batch (the
+  linear scaling rule, Goyal et al. 2017, as ``gns_batch``'s). StellaTrain
+  does not: its CPU optimizer keeps the user's learning rate and averages
+  the workers' gradients (``modules/cpu_optimize.cpp``) whatever the batch
+  sizes the controller chose; hence off by default;
+- ``estimator``: ``delivered`` (default; :class:`hpcbench.controller.DeliveredBandwidthEstimator`,
+  the link's rate while busy, read from the transfers' own seconds on the
+  wire) or ``stellatrain`` (its 100 ms-bin meter and wait rule, which read
+  far below the link with hpcbench's few whole-bucket messages).
 
 The gradient messages the rate search counts are the runner's buckets
 (``PolicyContext.message_elements``): one message per bucket where
@@ -55,12 +65,27 @@ class StellaTrain(Policy):
                                                                       "step 0 until the first rate decision")
         solver: str = Field("exact", description="batch solver: exact or nelder-mead (hpcbench.controller "
                                                  "BATCH_SOLVERS; both without StellaTrain's learned penalty)")
-        reading: Literal["peak", "mean"] = Field("peak", description="receive throughput read from the meter: "
-                                                                      "busiest 100 ms bin (StellaTrain) or 1 s mean")
+        estimator: str = Field("delivered", description="bandwidth estimator (hpcbench.controller ESTIMATORS): "
+                                                         "delivered (bytes over the transfers' seconds on the "
+                                                         "wire, median of 5 steps) or stellatrain (its meter "
+                                                         "and wait rule)")
+        reading: Literal["peak", "mean"] = Field("peak", description="estimator stellatrain: receive throughput "
+                                                                      "read from the meter: busiest 100 ms bin "
+                                                                      "(StellaTrain) or 1 s mean")
         effective_after: PositiveInt = Field(3, description="a decision applies from the most advanced worker's "
                                                             "step plus this (StellaTrain: 3)")
+        scale_lr: bool = Field(False, description="learning rate x global batch / starting global batch with every "
+                                                  "batch decision (linear scaling, Goyal et al. 2017; StellaTrain: "
+                                                  "off, a fixed learning rate)")
         reoptimise_every: PositiveInt = Field(100, description="running decisions between batch optimisations "
                                                                "(StellaTrain: 100)")
+
+        @field_validator("estimator")
+        @classmethod
+        def _estimator(cls, v):
+            from hpcbench.controller.estimators import ESTIMATORS
+
+            return ESTIMATORS.check(v)
 
         @field_validator("solver")
         @classmethod
@@ -70,7 +95,7 @@ class StellaTrain(Policy):
             return BATCH_SOLVERS.check(v)
 
     name = "stellatrain"
-    decides = frozenset({"batch_size", "compress_ratio"})
+    decides = frozenset({"batch_size", "compress_ratio", "learning_rate"})
     agreement = "root"
     needs_telemetry = True
     detail_table = "controller"
@@ -78,6 +103,7 @@ class StellaTrain(Policy):
     def __init__(self, config=None) -> None:
         super().__init__(config)
         self.controller = None
+        self.base_lr = self.base_batch = None
 
     @classmethod
     def detail_type(cls):
@@ -90,17 +116,20 @@ class StellaTrain(Policy):
             return None
         from dataclasses import replace
 
-        from hpcbench.controller import STELLATRAIN_TIMING, BandwidthEstimator, Controller, WireModel
+        from hpcbench.controller import ESTIMATORS, STELLATRAIN_TIMING, Controller, WireModel
 
         c = self.config
         p = ctx.world_size
         upper = np.resize(np.asarray(c.max_batch if isinstance(c.max_batch, list) else [c.max_batch]), p)
         lower = np.minimum(c.min_batch, upper)
         start = np.clip(np.asarray(ctx.batch_sizes), lower, upper)
+        self.base_lr, self.base_batch = ctx.learning_rate, int(np.sum(ctx.batch_sizes))
         timing = replace(STELLATRAIN_TIMING, effective_after=c.effective_after, reoptimise_every=c.reoptimise_every)
         wire = WireModel(tuple(ctx.message_elements) or (1,))
+        kind = ESTIMATORS[c.estimator]
+        estimator = kind(reading=c.reading) if c.estimator == "stellatrain" else kind()
         self.controller = Controller(wire, upper.tolist(), start.tolist(), 1.0 - c.initial_ratio, lower=lower.tolist(),
-                                     solver=c.solver, timing=timing, estimator=BandwidthEstimator(reading=c.reading))
+                                     solver=c.solver, timing=timing, estimator=estimator)
         return Decision(compress_ratio=c.initial_ratio, reason="initial compression ratio")
 
     def after_step(self, ctx: PolicyContext, telemetry):
@@ -110,5 +139,6 @@ class StellaTrain(Policy):
         if d is None:
             return None
         est = "" if d.estimate_bps != d.estimate_bps else f", estimate {d.estimate_bps / 1e6:.1f} Mbit/s"
-        return Decision(batch_size=d.batches, compress_ratio=max(float(d.compress_ratio), 1e-6),
+        lr = self.base_lr * sum(d.batches) / self.base_batch if self.config.scale_lr else None
+        return Decision(batch_size=d.batches, compress_ratio=max(float(d.compress_ratio), 1e-6), learning_rate=lr,
                         at_step=d.effective_step, reason=f"{d.phase}{est}", detail=d)

@@ -25,9 +25,10 @@ import numpy as np
 __all__ = ["TelemetryRecord", "unit_field"]
 
 
-def unit_field(unit: str, description: str):
-    """A dataclass field carrying its unit and meaning (read by :func:`hpcbench.results.records.columns_of`)."""
-    return field(metadata={"unit": unit, "description": description})
+def unit_field(unit: str, description: str, **kwargs):
+    """A dataclass field carrying its unit and meaning (read by :func:`hpcbench.results.records.columns_of`);
+    ``kwargs`` go to :func:`dataclasses.field` (e.g. ``default``)."""
+    return field(metadata={"unit": unit, "description": description}, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ class TelemetryRecord:
         Micro-batches accumulated per step (``gradient_accumulation``).
     compress_ratio : float
         Fraction of the gradient's elements kept (``1 - compression_rate``).
+    recv_busy_bps : float
+        Bytes received during the step over those transfers' own seconds on
+        the wire (first byte to last; :class:`~hpcbench.telemetry.DeliveryMeter`),
+        in bit/s: the link's rate while it carried them (not in StellaTrain;
+        NaN when nothing arrived in the step).
     """
 
     step: int = unit_field("1", "training step, from 0")
@@ -83,6 +89,8 @@ class TelemetryRecord:
     micro_batch: int = unit_field("1", "samples per micro-batch")
     grad_accumulation: int = unit_field("1", "micro-batches accumulated per step")
     compress_ratio: float = unit_field("1", "fraction of gradient elements kept (StellaTrain's compression rate is 1 - this)")
+    recv_busy_bps: float = unit_field("bit/s", "bytes received in the step over their seconds on the wire (NaN: none)",
+                                      default=float("nan"))
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

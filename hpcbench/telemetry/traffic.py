@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hpcbench.telemetry.delivery import DeliveryMeter
 from hpcbench.telemetry.meter import BandwidthMeter
 
 __all__ = ["TrafficMeters"]
@@ -27,12 +28,16 @@ class TrafficMeters:
     Attributes
     ----------
     send, recv : BandwidthMeter
+    delivered : DeliveryMeter
+        The received transfers' bytes over their own seconds on the wire
+        (modelled seconds), pooled until :meth:`delivered_bps` reads them.
     """
 
     def __init__(self, dilation, window_s: float = 1.0, bin_s: float = 0.1) -> None:
         self.to_model = dilation.to_model
         self.send = BandwidthMeter(window_s, bin_s, clock=dilation.now)
         self.recv = BandwidthMeter(window_s, bin_s, clock=dilation.now)
+        self.delivered = DeliveryMeter()
 
     def sent(self, nbytes: int, start: float, end: float) -> None:
         """``nbytes`` left between wall times ``start`` and ``end`` (seconds of ``time.monotonic()``)."""
@@ -40,8 +45,14 @@ class TrafficMeters:
 
     def received(self, nbytes: int, start: float, end: float) -> None:
         """``nbytes`` arrived between wall times ``start`` and ``end``."""
-        self.recv.record_span(nbytes, self.to_model(start), self.to_model(end))
+        first, last = self.to_model(start), self.to_model(end)
+        self.recv.record_span(nbytes, first, last)
+        self.delivered.record(nbytes, first, last)
 
     def readings(self, now: float) -> tuple[float, float, float, float]:
         """``(send peak, send mean, receive peak, receive mean)`` in bit/s at modelled time ``now``."""
         return (self.send.peak_bps(now), self.send.mean_bps(now), self.recv.peak_bps(now), self.recv.mean_bps(now))
+
+    def delivered_bps(self) -> float:
+        """Received bytes over their seconds on the wire since the last call, bit/s (NaN: none); resets."""
+        return self.delivered.take()

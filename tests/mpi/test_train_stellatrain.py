@@ -57,7 +57,11 @@ def test_controller_decides_batches_and_ratio_for_every_rank_from_metered_teleme
     link = tel["link_bps"]
     assert np.all((link > 0.5 * 20e6 * 0.5) & (link < 20e6 * 1.5))     # the WAN levels span 0.51-1.46 x the mean
     if p > 1:       # bytes came in on every rank, and at most at the link's highest rate
-        assert np.all(tel["recv_mean_bps"][p:] > 0) and np.all(tel["recv_peak_bps"] <= 20e6 * 1.46 * 1.05)
+        got = tel["recv_mean_bps"][p:] > 0      # a 1 s window: a step stretched past it by load may read 0
+        assert np.mean(got) >= 0.9 and all(np.any(got[r::p]) for r in range(p))
+        assert np.all(tel["recv_peak_bps"] <= 20e6 * 1.46 * 1.05)
+        busy = tel["recv_busy_bps"][p:]     # the link's rate while busy: within the trace's levels
+        assert np.all((busy >= 20e6 * 0.51 * 0.98) & (busy <= 20e6 * 1.46 * 1.02))
     ctl = read_table(out, "controller")
     dec = read_table(out, "decisions")
     assert len(ctl["step"]) >= 1 and list(dec["policy"].astype(str)) == ["stellatrain"] * (len(ctl["step"]) + 1)
