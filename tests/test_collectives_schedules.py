@@ -14,7 +14,7 @@ from hpcbench.collectives.algorithms.rabenseifner import rabenseifner_schedule
 from hpcbench.collectives.algorithms.recursive_doubling import recursive_doubling_schedule
 from hpcbench.collectives.algorithms.ring import SEGMENT_BYTES, ring_schedule
 from hpcbench.collectives.algorithms.weighted_shards import weighted_shards_schedule
-from hpcbench.collectives.persistent import Span, Step
+from hpcbench.collectives.persistent import Span, Step, post_points
 
 SCHEDULED = ["ring", "recursive_doubling", "rabenseifner", "weighted_shards"]
 
@@ -64,17 +64,25 @@ def test_messages_match_their_receives(n, count, itemsize, inplace):
     _check_matching(_weighted, n, count, itemsize, inplace)
 
 
-def _simulate(build, n, count, inplace):
+def _simulate(build, n, count, inplace, posted=False):
     """Run every rank's schedule in lockstep on integer inputs (rank r holds ``r * 1000 +
     arange``): each step copies every send span into its receiver's recv span, then
-    runs the reductions; returns each rank's ``dst``."""
+    runs the reductions; returns each rank's ``dst``. ``posted``: at the start of the
+    step where :func:`post_points` posts a receive, its span is overwritten with junk
+    (from then on MPI owns it), so a step that read it before its own receive, or
+    whose write into it the receive would lose, gives a wrong sum."""
     plans = [build(n, r, count, 8, inplace) for r in range(n)]
     bufs = []
     for r in range(n):
         src = r * 1000 + np.arange(count, dtype=np.int64)
         dst = src if inplace else np.full(count, -7, dtype=np.int64)
-        bufs.append({"src": src, "dst": dst, "tmp": np.full(count, -9, dtype=np.int64)})
+        bufs.append({"src": src, "dst": dst, "tmp": np.full(3 * count, -9, dtype=np.int64)})
+    points = [post_points(p) for p in plans]
     for k in range(len(plans[0])):
+        for r, p in enumerate(plans):
+            for j, at in enumerate(points[r]):
+                if posted and at == k:
+                    bufs[r][p[j].recv.buf][p[j].recv.lo:p[j].recv.hi] = -123456789
         sent = [bufs[r][p[k].send.buf][p[k].send.lo:p[k].send.hi].copy()
                 for r, p in enumerate(plans)]
         for r, p in enumerate(plans):
@@ -93,10 +101,28 @@ def _simulate(build, n, count, inplace):
 @pytest.mark.parametrize("n", [2, 4, 8])
 @pytest.mark.parametrize("count", [1, 3, 8, 37])
 @pytest.mark.parametrize("inplace", [False, True])
-def test_schedules_leave_the_sum_on_every_rank(build, n, count, inplace):
+@pytest.mark.parametrize("posted", [False, True])
+def test_schedules_leave_the_sum_on_every_rank(build, n, count, inplace, posted):
     want = sum(r * 1000 + np.arange(count, dtype=np.int64) for r in range(n))
-    for got in _simulate(build, n, count, inplace):
+    for got in _simulate(build, n, count, inplace, posted):
         np.testing.assert_array_equal(got, want)
+
+
+def test_post_points_of_the_ring_and_of_a_reused_scratch():
+    """The ring out of place posts its reduce-scatter receives (distinct blocks of dst) at
+    step 0 and each allgather receive once the step sending from that block is done;
+    in place, and recursive doubling, reuse one scratch span: each at its own step."""
+    assert post_points(ring_schedule(4, 1, 40, 4, inplace=False)) == [0, 0, 0, 1, 2, 3]
+    assert post_points(ring_schedule(4, 1, 40, 4, inplace=True)) == [0, 1, 2, 2, 2, 3]
+    assert post_points(recursive_doubling_schedule(8, 5, 40, 4, False)) == [0, 1, 2]
+    for build in (ring_schedule, recursive_doubling_schedule, rabenseifner_schedule):
+        for n in (2, 4, 8):
+            for r in range(n):
+                for inplace in (False, True):
+                    plan = build(n, r, 37, 8, inplace)
+                    points = post_points(plan)
+                    assert all(p <= k for k, p in enumerate(points))
+                    assert points == sorted(points)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])

@@ -11,9 +11,11 @@ per (algorithm, op, dtype, count, buffer addresses) and replayed:
   scratch array (:func:`hpcbench.collectives.algorithms.register_schedule`);
 * :class:`Plan` turns the schedule into numpy views and MPI-4 persistent
   requests (``MPI_Recv_init`` / ``MPI_Send_init``, started with
-  ``MPI_Startall``; MPI 4.0 standard, section 3.9), so a call is one
-  ``Startall``, a two-phase wait (:func:`~hpcbench.collectives.waiting.wait_mpi`)
-  and the ufunc calls per step;
+  ``MPI_Start``; MPI 4.0 standard, section 3.9), so a call is, per step, a
+  send's ``Start``, a two-phase wait (:func:`~hpcbench.collectives.waiting.wait_mpi`)
+  and the ufunc calls; each receive is started as early as its buffer
+  allows (:func:`post_points`), so a message that arrives before its step
+  finds it posted;
 * :class:`PlanCache` keeps the most recently used plans of a communicator.
 
 Tags. Persistent requests fix their tag when built, so every plan uses the
@@ -51,8 +53,9 @@ from mpi4py import MPI
 from hpcbench.collectives.waiting import wait_mpi
 from hpcbench.runtime.finalize import before_finalize
 
-__all__ = ["Span", "Step", "Schedule", "Plan", "TaggedPlan", "PlanCache", "sweep_freed", "clear_plans",
-           "PLAN_MAX_BYTES", "PLANS_KEPT", "NO_CALL"]
+__all__ = ["Span", "Step", "Schedule", "post_points", "Plan", "TaggedPlan", "PlanCache",
+           "sweep_freed", "clear_plans",
+           "PLAN_MAX_BYTES", "PLANS_KEPT", "NO_CALL", "cancel_receives"]
 
 #: largest buffer (bytes) a plan is built for; larger calls take the generic path
 PLAN_MAX_BYTES = 1 << 20
@@ -97,6 +100,64 @@ class Step(NamedTuple):
 
 #: the steps of one rank's allreduce, in program order
 Schedule = list
+
+
+def _overlap(a: Span, b: Span) -> bool:
+    """True when spans ``a`` and ``b`` may share memory (``src`` and ``dst`` are taken
+    for one array: they are in place)."""
+    same = a.buf == b.buf or (a.buf != "tmp" and b.buf != "tmp")
+    return same and a.lo < b.hi and b.lo < a.hi
+
+
+def post_points(schedule: Schedule) -> list[int]:
+    """For every step, the step at whose start its receive can be posted.
+
+    Step ``k``'s receive may be posted once every earlier step that touches its
+    receive span (sends from it, receives into it, reduces from or into it,
+    finalizes it) has completed, and not before the receive of step ``k - 1``
+    (receives from one source on one tag match in posting order; MPI 4.0,
+    section 3.5, non-overtaking). A receive posted before its message arrives
+    is matched on arrival; one posted after it costs MPICH a trip through
+    its unexpected-message queue (a request and one more copy). The ring out
+    of place posts all ``n - 1`` receives of its reduce-scatter at step 0 (they
+    go to distinct blocks of ``dst``) and all of its allgather at step
+    ``n - 1``; schedules that reuse one scratch span (recursive doubling,
+    Rabenseifner, the ring in place) post each at its own step.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        One rank's steps.
+
+    Returns
+    -------
+    list of int
+        ``p[k] <= k``, non-decreasing.
+    """
+    points: list[int] = []
+    for k, st in enumerate(schedule):
+        p = points[-1] if points else 0
+        for j in range(k - 1, p - 1, -1):
+            if any(_overlap(st.recv, s) for s in _spans(schedule[j])):
+                p = j + 1
+                break
+        points.append(p)
+    return points
+
+
+def cancel_receives(reqs) -> None:
+    """Cancel the receives of ``reqs`` that are still pending (``MPI_Cancel``, then
+    ``MPI_Wait``: MPI 4.0, section 3.8.4), so none of them takes a later message.
+
+    Parameters
+    ----------
+    reqs : iterable of mpi4py.MPI.Request or None
+        Receive requests: completed, inactive (persistent), null or None ones are skipped.
+    """
+    for q in reqs:
+        if q is not None and not q.Test():
+            q.Cancel()
+            q.Wait()
 
 
 def _view(arr: np.ndarray) -> np.ndarray:
@@ -161,6 +222,10 @@ class Plan:
 
     Attributes
     ----------
+    steps : tuple
+        Per step ``(receives started at it, receive, send, ops)``: persistent
+        requests (:func:`post_points`) and the ``(f, a, b, out)`` calls run once
+        both of the step's messages completed.
     nbytes : int
         Bytes of ``dst`` (the waits' spin budget grows with them,
         :func:`~hpcbench.collectives.waiting.wait_mpi`).
@@ -176,31 +241,58 @@ class Plan:
                  ufunc, divisor: int = 0, own_dst: bool = False) -> None:
         self.result = dst if own_dst else None
         self.nbytes = dst.nbytes
-        steps, reqs = [], []
+        pairs, reqs = [], []
         self.nbytes_sent = 0
         for sbuf, dest, rbuf, source, ops in _bind(schedule, src, dst, ufunc, divisor, own_dst):
-            pair = tr.exchange_init(sbuf, dest, rbuf, source, tag)
-            reqs += pair
+            rq, sq = tr.exchange_init(sbuf, dest, rbuf, source, tag)
+            reqs += (rq, sq)
             self.nbytes_sent += sbuf.nbytes
-            steps.append((list(pair), ops))
-        self.steps = tuple(steps)
-        self.messages = len(steps)
+            pairs.append((rq, sq, ops))
+        posted: list[list] = [[] for _ in pairs]
+        for k, p in enumerate(post_points(schedule)):
+            posted[p].append(pairs[k][0])
+        self.steps = tuple((tuple(posted[k]), rq, sq, ops) for k, (rq, sq, ops) in enumerate(pairs))
+        self.messages = len(pairs)
         self._tr = tr
         self._requests = reqs
 
     def run(self) -> None:
-        """Run the schedule once (blocking, in the calling thread) and count its sends."""
-        startall = MPI.Prequest.Startall
+        """Run the schedule once (blocking, in the calling thread) and count its sends.
+
+        Step ``k`` starts the receives posted at it (:func:`post_points`), then
+        its send, waits for its receive and its send, and runs its reductions.
+
+        Raises
+        ------
+        Exception
+            The first exception a reduction raised (e.g. ``FloatingPointError``
+            under ``np.errstate(over="raise")``), once every step's messages
+            have gone: a rank that stopped at the failing step would leave its
+            later receives posted (:func:`post_points`), to be matched by its
+            peers' next call, and its peers waiting for its later sends.
+        """
         nbytes = self.nbytes
-        for reqs, ops in self.steps:
-            startall(reqs)
-            wait_mpi(reqs, nbytes=nbytes)
-            for f, a, b, out in ops:
-                f(a, b, out=out)
+        err = None
+        for posted, rq, sq, ops in self.steps:
+            for q in posted:
+                q.Start()
+            sq.Start()
+            if not (rq.Test() and sq.Test()):
+                wait_mpi((rq, sq), nbytes=nbytes)
+            try:
+                for f, a, b, out in ops:
+                    f(a, b, out=out)
+            except Exception as exc:  # noqa: BLE001 - raised once every message has gone
+                err = err or exc
         self._tr.count(self.nbytes_sent, self.messages)
+        if err is not None:
+            raise err
 
     def free(self) -> None:
-        """Free the persistent requests (the plan must not be running)."""
+        """Free the persistent requests (the plan must not be running; a run that raised
+        may have left receives of later steps posted: they are cancelled first, so no
+        later message on the tag goes into this plan's buffers)."""
+        cancel_receives([rq for _, rq, _, _ in self.steps])
         for q in self._requests:
             if q != MPI.REQUEST_NULL:
                 q.Free()
@@ -233,9 +325,11 @@ class TaggedPlan:
     Attributes
     ----------
     steps : tuple
-        Per step ``(send spec, dest, receive spec, source, receive bytes, ops)``:
-        the MPI buffer specs of :meth:`~hpcbench.collectives.transport.Transport.buffer_spec`
-        and the ``(f, a, b, out)`` calls run once both messages completed.
+        Per step ``(receives posted at it, send spec, dest, ops)``: the receives
+        as ``(step, receive spec, source)`` (:func:`post_points`), the MPI buffer
+        specs of :meth:`~hpcbench.collectives.transport.Transport.buffer_spec`,
+        and the ``(f, a, b, out)`` calls run once the step's receive and send
+        completed.
     tr : Transport
         The transport whose communicator carries the messages (and counts them).
     nbytes, nbytes_sent, messages :
@@ -248,11 +342,14 @@ class TaggedPlan:
                  divisor: int = 0) -> None:
         self.nbytes = dst.nbytes
         self.nbytes_sent = 0
+        bound = _bind(schedule, src, dst, ufunc, divisor, False)
+        posted: list[list] = [[] for _ in bound]
+        for k, p in enumerate(post_points(schedule)):
+            posted[p].append((k, tr.buffer_spec(bound[k][2]), bound[k][3]))
         steps = []
-        for sbuf, dest, rbuf, source, ops in _bind(schedule, src, dst, ufunc, divisor, False):
+        for k, (sbuf, dest, _, _, ops) in enumerate(bound):
             self.nbytes_sent += sbuf.nbytes
-            steps.append((tr.buffer_spec(sbuf), dest, tr.buffer_spec(rbuf), source, rbuf.nbytes,
-                          ops))
+            steps.append((tuple(posted[k]), tr.buffer_spec(sbuf), dest, ops))
         self.steps = tuple(steps)
         self.messages = len(steps)
         self.tr = tr

@@ -16,7 +16,7 @@ it through the same :meth:`_advance` as any request.
 
 from __future__ import annotations
 
-from hpcbench.collectives.persistent import NO_CALL
+from hpcbench.collectives.persistent import NO_CALL, cancel_receives
 from hpcbench.collectives.progress import Request
 from hpcbench.collectives.waiting import wait_mpi
 
@@ -26,12 +26,16 @@ __all__ = ["PlannedRequest"]
 class PlannedRequest(Request):
     """A :class:`~hpcbench.collectives.progress.Request` running one call of a tagged plan.
 
-    Step ``k`` posts its receive and its send (``Irecv``, ``Isend`` with the
-    call's tag), and once both completed runs its reductions and posts step
-    ``k + 1``; after the last step it counts the sends on the transport and
-    gives the plan back to its cache. The same messages, in the same order,
-    and the same reduction calls as the generator path, so the same bits, and
-    ranks on either path match.
+    Step ``k`` posts the receives that :func:`~hpcbench.collectives.persistent.post_points`
+    places at it (``Irecv`` with the call's tag: its own, and the later ones whose
+    buffers are free), then its send (``Isend``), and once its receive and its send
+    completed runs its reductions and goes on to step ``k + 1``; after the last
+    step it counts the sends on the transport and gives the plan back to its
+    cache. The same messages, in the same order, and the same reduction calls
+    as the generator path, so the same bits, and ranks on either path match.
+    A reduction that raises does not stop the steps: the exception is raised
+    by :meth:`wait` once every message has gone (as :meth:`Plan.run
+    <hpcbench.collectives.persistent.Plan.run>`), and the plan is dropped.
 
     Parameters
     ----------
@@ -49,7 +53,7 @@ class PlannedRequest(Request):
         The call's name.
     """
 
-    __slots__ = ("_plan", "_tag", "_k", "_reqs", "_cache", "_key")
+    __slots__ = ("_plan", "_tag", "_k", "_recvs", "_send", "_cache", "_key")
     #: the progress thread must poll it: no lower bound on its completion is known
     polled = True
 
@@ -58,50 +62,75 @@ class PlannedRequest(Request):
         self._plan = plan
         self._tag = tag
         self._k = 0
-        self._reqs = None
+        self._recvs = [None] * plan.messages     # the receive request of every posted step
+        self._send = None                        # the send of step _k once posted
         self._cache = cache
         self._key = key
 
     def _advance(self) -> bool:
         """Run completed steps and post the next ones; True if anything moved."""
+        return self._steps(False, len(self._plan.steps))
+
+    def _steps(self, block: bool, most: int) -> bool:
+        """Run at most ``most`` steps from the current one; ``block``: wait for each step's
+        messages (:func:`~hpcbench.collectives.waiting.wait_mpi`), else return at the
+        first step whose messages are pending. True if anything moved."""
+        if self._done:
+            return False
         moved = False
         plan = self._plan
+        steps, recvs = plan.steps, self._recvs
+        k, end = self._k, min(self._k + most, len(plan.steps))
         try:
-            while not self._done:
-                k, reqs = self._k, self._reqs
-                if reqs is not None:
-                    for q in reqs:
-                        if not q.Test():
-                            return moved
-                    for f, a, b, out in plan.steps[k][5]:
+            while k < end:
+                posted, sspec, dest, ops = steps[k]
+                sq = self._send
+                if sq is None:
+                    comm, tag = plan.tr.comm, self._tag
+                    for j, rspec, source in posted:
+                        recvs[j] = comm.Irecv(rspec, source, tag)
+                    sq = self._send = comm.Isend(sspec, dest, tag)
+                    moved = True
+                rq = recvs[k]
+                if not (rq.Test() and sq.Test()):
+                    if not block:
+                        return moved
+                    wait_mpi((rq, sq), nbytes=self.nbytes)
+                try:
+                    for f, a, b, out in ops:
                         f(a, b, out=out)
-                    k = self._k = k + 1
-                    self._reqs = None
-                if k == len(plan.steps):
-                    plan.tr.count(plan.nbytes_sent, plan.messages)
-                    self._cache.keep(self._key, plan, NO_CALL)
-                    self._finish(None)
-                else:
-                    sspec, dest, rspec, source, _, _ = plan.steps[k]
-                    comm = plan.tr.comm
-                    self._reqs = (comm.Irecv(rspec, source, self._tag),
-                                  comm.Isend(sspec, dest, self._tag))
+                except Exception as exc:  # noqa: BLE001 - raised once every message has gone
+                    self._exc = self._exc or exc
+                recvs[k] = self._send = None
+                k = self._k = k + 1
                 moved = True
+            if k == len(steps):
+                plan.tr.count(plan.nbytes_sent, plan.messages)
+                if self._exc is None:
+                    self._cache.keep(self._key, plan, NO_CALL)
+                self._finish(self._exc)
         except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
+            cancel_receives(recvs)      # posted ahead for later steps: no later message goes there
             self._finish(exc)
             moved = True
         return moved
 
-    def wait_until(self, ready) -> None:
-        """As :meth:`Request.wait_until`; each step's messages are waited for as a
-        blocking plan waits for them (:func:`~hpcbench.collectives.waiting.wait_mpi`)."""
-        if not (self._done or ready()):
+    def wait(self):
+        """As :meth:`Request.wait`, running the remaining steps in one pass, each step's
+        messages waited for as a blocking plan waits for them
+        (:func:`~hpcbench.collectives.waiting.wait_mpi`)."""
+        if not self._done:
             with self._lock:        # the progress thread leaves this request alone meanwhile
-                nbytes = self.nbytes
+                self._steps(True, len(self._plan.steps))
+        if self._exc is not None:
+            raise self._exc
+        return self.result
+
+    def wait_until(self, ready) -> None:
+        """As :meth:`Request.wait_until`, one step at a time, each waited for as in :meth:`wait`."""
+        if not (self._done or ready()):
+            with self._lock:
                 while not (self._done or ready()):
-                    reqs = self._reqs
-                    if reqs is not None:
-                        wait_mpi(reqs, nbytes=nbytes)
-                    self._advance()
+                    self._steps(True, 1)
         if self._exc is not None:
             raise self._exc
