@@ -100,7 +100,6 @@ class TrainLoop:
     def __init__(self, ctx, hooks, plan, policies=None, telemetry=None) -> None:
         self.ctx, self.hooks, self.plan, self.policies = ctx, list(hooks), plan, policies
         self.telemetry = telemetry
-        self._telemetry_vector = None
         self.reversed = self.hooks[::-1]
         self.fields = STEP_FIELDS
         if telemetry is not None:
@@ -142,11 +141,9 @@ class TrainLoop:
                 link = _LinkCounter(ctx.setup.transport)
                 rec = ctx.worker.step(info.step, batch, ctx.monitors_due)
                 rec.sent_bytes, rec.link_busy_s = link.since()
-                self._machinery(ctx, rec)
-                local = rec.vector()
+                tel_vector = self._machinery(ctx, rec)
+                local = rec.vector() if tel_vector is None else np.concatenate([rec.vector(), tel_vector])
                 comm = ctx.comm
-                if self.telemetry is not None:
-                    local = np.concatenate([local, self._telemetry_vector])
                 ranks = sleep_allgather(comm, local) if self.gather_all else sleep_gather(comm, local)
                 tel = Telemetry(info.step, epoch, self.fields, local, ranks, rec.monitor_values, sizes)
                 ctx.samples += int(sum(sizes))
@@ -172,17 +169,20 @@ class TrainLoop:
             ctx.worker = None      # free its buffers before the next synchroniser's
             trim_heap()
 
-    def _machinery(self, ctx, rec) -> None:
+    def _machinery(self, ctx, rec):
         """Fill ``rec``'s machinery times (run's clock): the policies' calls and agreement of the previous
         step (:attr:`~hpcbench.train.context.TrainContext.last_agreement`), and the telemetry hook's time
-        since the last step's numbers, this step's record included (measured here, kept for the vector)."""
+        since the last step's numbers, this step's record included; returns that record's vector (None
+        without telemetry)."""
         to_model = ctx.setup.dilation.to_model
         if self.policies is not None:
             calls, agree = ctx.last_agreement
             rec.policy_calls_s, rec.policy_agree_s = to_model(calls), to_model(agree)
-        if self.telemetry is not None:
-            self._telemetry_vector = self.telemetry.measure(ctx, rec)
-            rec.telemetry_s = to_model(self.telemetry.take_spent())
+        if self.telemetry is None:
+            return None
+        vector = self.telemetry.measure(ctx, rec)
+        rec.telemetry_s = to_model(self.telemetry.take_spent())
+        return vector
 
     def _apply(self, info):
         """Apply the agreed decisions due before step ``info`` and tell every hook; the step to run (``info``,

@@ -158,24 +158,24 @@ class Report(Hook):
         prof, b0 = self.setup.profile, self.settings.batch_size
         return np.array([max(prof.at_batch(b / b0).compute_s for b in r["sizes"]) for r in rows])
 
-    def _ideal(self, rows) -> float:
+    def _ideal(self, rows, pooled: bool) -> float:
         """Samples per second over all workers without communication: each step's samples over its compute
-        (:meth:`_step_compute`). Where the worker count changed (an elastic run), the steps' samples over
-        the sum of their compute, as :meth:`_efficiency` pools the measured rate."""
+        (:meth:`_step_compute`). ``pooled`` (the worker count changed: an elastic run): the steps' samples
+        over the sum of their compute, as :meth:`_efficiency` pools the measured rate."""
         batch = np.array([r["global_batch"] for r in rows], dtype=float)
         compute = self._step_compute(rows)
-        if len({r["workers"] for r in rows}) > 1:
+        if pooled:
             return float(batch.sum() / compute.sum())
         if self.settings.compute != "emulated":
             return float(batch.mean() / compute.mean())
         per_step = batch / compute
         return float(per_step[0]) if len(set(per_step)) == 1 else float(np.mean(per_step))   # equal: exactly
 
-    def _efficiency(self, rows, mean_per_worker: float, ideal: float) -> float:
-        """Measured over ideal throughput: the job's workers times the per-worker rate, or, where the worker
-        count changed (an elastic run: ``workers`` is then the final count), the steps' samples over the sum
-        of their times, pooled as :meth:`_ideal` pools the ideal."""
-        if len({r["workers"] for r in rows}) > 1:
+    def _efficiency(self, rows, mean_per_worker: float, ideal: float, pooled: bool) -> float:
+        """Measured over ideal throughput: the job's workers times the per-worker rate, or, ``pooled`` (the
+        worker count changed: an elastic run, whose ``workers`` is the final count), the steps' samples over
+        the sum of their times, pooled as :meth:`_ideal` pools the ideal."""
+        if pooled:
             total = sum(r["global_batch"] for r in rows) / sum(r["step_s"] for r in rows)
             return total / ideal
         return self.p * mean_per_worker / ideal
@@ -189,7 +189,8 @@ class Report(Hook):
             rows = [r for (s, vv, _), rs in self._rows.items() if s == name and vv == v for r in rs]
             step = float(np.mean([r["step_s"] for r in rows]))
             compute = float(np.mean([r["compute_s"] for r in rows]))
-            ideal = self._ideal(rows)
+            pooled = len({r["workers"] for r in rows}) > 1      # an elastic run's worker count changed
+            ideal = self._ideal(rows, pooled)
             mean, ci = float(imgs.mean()), float(1.96 * imgs.std())
             if v == "none":
                 base = mean
@@ -197,7 +198,7 @@ class Report(Hook):
             hidden = [r["hidden_fraction"] for r in rows if r["hidden_fraction"] == r["hidden_fraction"]]
             s = dict(sync=name, variant=v, status="ok", workers=self.p, img_per_s_worker=mean,
                      img_per_s_worker_ci=ci, img_per_s_total=self.p * mean, step_s=step, compute_s=compute,
-                     ideal_img_per_s_total=ideal, efficiency=self._efficiency(rows, mean, ideal),
+                     ideal_img_per_s_total=ideal, efficiency=self._efficiency(rows, mean, ideal, pooled),
                      hidden_fraction=float(np.mean(hidden)) if hidden else math.nan,
                      predicted_step_s=pred_step, predicted_efficiency=pred_eff, predicted_comm_s=pred_comm,
                      comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])),
