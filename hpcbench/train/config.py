@@ -18,6 +18,7 @@ from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, short_repr, strategy_section
 from hpcbench.sync import SYNCHRONISERS
+from hpcbench.train.stepclock import StepClockConfig
 
 __all__ = ["LinkConfig", "ElasticConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
            "SyncSection", "PolicyEntry"]
@@ -171,6 +172,10 @@ class TrainConfig(Strict):
         "reductions and optimizer steps: true for RUN.trace.json beside the HDF5 file, or a path (implies "
         "telemetry)"))
     progress: bool = Field(True, description="tqdm bar on rank 0")
+    step_clock: StepClockConfig = Field(StepClockConfig(), description=(
+        "measured (default) or modelled: real training whose steps are also timed by a model, the compute "
+        "profiled per batch plus the allreduce priced on a link (hpcbench.train.stepclock; figure 4 at more "
+        "workers than cores)"))
 
     @field_validator("speed")
     @classmethod
@@ -281,9 +286,31 @@ class TrainConfig(Strict):
         elif self.interleave_monitors:
             raise ValueError("interleave_monitors: true needs at least one entry in monitors")
         self._check_policies()
+        self._check_clock()
         self._check_elastic()
         self._check_pipelined()
         return self
+
+    def _check_clock(self) -> None:
+        """A modelled step clock prices real compute (an emulated one is already modelled) with each
+        synchroniser's cost model."""
+        clock = self.step_clock
+        if clock.kind != "modelled":
+            given = [k for k in ("profile_batches", "profile_file") if getattr(clock, k)]
+            if given:
+                raise ValueError(f"step_clock.{given[0]}: {getattr(clock, given[0])!r} needs step_clock.kind: "
+                                 f"modelled")
+            return
+        if self.compute != "real":
+            raise ValueError(f"step_clock.kind: 'modelled' needs compute: real (compute: {self.compute!r} is "
+                             f"already modelled)")
+        bad = [s for s, sec, _ in self.sync_entries() if SYNCHRONISERS[sec.name].cost_model is None]
+        if bad:
+            raise ValueError(f"step_clock.kind: 'modelled': sync {bad[0]!r} has no cost model to price its "
+                             f"communication")
+        if clock.profile_file is not None and clock.profile_batches:
+            raise ValueError(f"step_clock.profile_batches: {clock.profile_batches} and profile_file "
+                             f"{clock.profile_file!r} both give the compute per batch; give one")
 
     def _check_pipelined(self) -> None:
         """The CPU sparse optimizer and staleness 1 (:mod:`hpcbench.train.pipelined`) run on a real CPU replica

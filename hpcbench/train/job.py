@@ -123,6 +123,7 @@ class TrainJob(Job):
         self.profile = prof
         self.profile_device = prof.device
         self.plan = BucketPlan(prof.numels, self.bucket_bytes)
+        self.clock = self._clock() if cfg.step_clock.kind == "modelled" else None
         self.bucket_need_s = bucket_need_times(self.plan, prof.need_times())   # the priority schedule's key
         self.setup = self._setup()
 
@@ -159,19 +160,50 @@ class TrainJob(Job):
         """Bucket capacity in bytes (``bucket_mb`` MiB, as DDP's ``bucket_cap_mb``)."""
         return int(self.cfg.bucket_mb * 2**20)
 
-    def _profile(self):
+    def _profile(self, batch: int | None = None):
+        """Rank 0 times ``profile_steps`` steps of the model alone at per-worker ``batch`` (default batch_size)."""
         from hpcbench.runtime.devicetime import DeviceClock
         from hpcbench.train.models import build_model
         from hpcbench.train.profile import profile_compute
 
         cfg, data = self.cfg, self.data
-        sizes = (cfg.batch_size,) * self.comm.size
+        sizes = (batch or cfg.batch_size,) * self.comm.size
 
         def batches(step):      # rank 0's slice of the steps of a run at the configured batch
             return data.take(step * sum(sizes), sizes)
 
         model = build_model(cfg.model, cfg.seed).to(self.device.torch)
         return profile_compute(model, batches, cfg.profile_steps, cfg.lr, DeviceClock(self.device))
+
+    def _clock(self):
+        """``step_clock: {kind: modelled}``: rank 0's :class:`~hpcbench.train.stepclock.ModelledClock` (the
+        compute per batch timed here while the other ranks sleep, or read from ``profile_file``); None elsewhere.
+        Collective (a failure on rank 0 is every rank's input error)."""
+        import numpy as np
+
+        from hpcbench.collectives.cost import link_beta
+        from hpcbench.collectives.linkmodel import parse_rate
+        from hpcbench.runtime.wait import sleep_bcast
+        from hpcbench.train.stepclock import ClockProfile, ModelledClock, load_clock_profile
+
+        cfg, comm = self.cfg, self.comm
+        c = cfg.step_clock
+        clock, error = None, None
+        if comm.rank == 0:
+            try:
+                if c.profile_file is not None:
+                    prof = load_clock_profile(c.profile_file, cfg.model, self.profile)
+                else:
+                    rows = [self._profile(b) for b in (c.profile_batches or [cfg.batch_size])]
+                    prof = ClockProfile(np.array(c.profile_batches or [cfg.batch_size], dtype=np.int64),
+                                        *(np.array([getattr(r, k) for r in rows])
+                                          for k in ("forward_s", "backward_s", "optimizer_s")), self.profile)
+                clock = ModelledClock(prof, self.plan, c.latency_s, link_beta(parse_rate(c.bandwidth)), cfg.overlap)
+            except (OSError, KeyError, ValueError) as exc:
+                error = f"step_clock.profile_file: {c.profile_file!r}: {exc}"
+        if sleep_bcast(comm, error):
+            raise InputError(error)
+        return clock
 
     def _transport(self):
         return self._transport_on(self.sync_comm)
@@ -228,7 +260,9 @@ class TrainJob(Job):
                     compute_time_source=prof.source, profile_file=cfg.profile_file or "",
                     forward_s=prof.forward_s, backward_s=prof.backward_s,
                     optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync_labels()), overlap=cfg.overlap,
-                    schedule=cfg.schedule, host_staging=self.host_staging, **self._gpu_provenance())
+                    schedule=cfg.schedule, host_staging=self.host_staging, step_clock=cfg.step_clock.kind,
+                    step_clock_link=cfg.step_clock.describe() if getattr(self, "clock", None) else "",
+                    **self._gpu_provenance())
 
     def _gpu_provenance(self) -> dict:
         """The device's attributes; the profile's device too (rank 0 profiled, or the replayed file's)."""
@@ -249,7 +283,11 @@ class TrainJob(Job):
                 f"compute {cfg.compute} ({prof.source}: forward {prof.forward_s * 1e3:.1f} ms, backward "
                 f"{prof.backward_s * 1e3:.1f} ms, optimizer {prof.optimizer_s * 1e3:.1f} ms per step), time "
                 f"dilation {cfg.time_dilation:g}, link {self._link_text()}, overlap "
-                f"{'on' if cfg.overlap else 'off'}, schedule {cfg.schedule}")
+                f"{'on' if cfg.overlap else 'off'}, schedule {cfg.schedule}"
+                + (f"\nstep clock modelled: compute per batch ({self.clock.profile.source}) at per-worker batches "
+                   f"{', '.join(map(str, self.clock.profile.batches))}, communication priced at "
+                   f"{cfg.step_clock.describe()} (steps.modelled_step_s; steps.step_s stays the wall clock)"
+                   if self.clock is not None else ""))
 
     # -- run -----------------------------------------------------------------------------------------
     def run(self, results) -> int:
@@ -271,9 +309,11 @@ class TrainJob(Job):
             tables["profile"].append(dict(param=list(range(len(prof.numels))), numel=[int(n) for n in prof.numels],
                                           ready_s=[float(r) for r in prof.param_ready_s],
                                           need_s=[float(r) for r in prof.need_times()]))
+            if self.clock is not None:
+                tables["clock_profile"].append(self.clock.profile.rows())
             progress = Progress(None, cfg.progress)
             report = Report(setup, tables, monitor_columns, progress,
-                            tag_entries=cfg.interleave_sync and len(cfg.sync) > 1)
+                            tag_entries=cfg.interleave_sync and len(cfg.sync) > 1, clock=self.clock)
             from hpcbench.policies import POLICIES
 
             report.detail_tables = {n: POLICIES[p.name].detail_table for n, p in zip(cfg.policy_names(), cfg.policies)

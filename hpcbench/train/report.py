@@ -63,10 +63,13 @@ class Report(Hook):
         Rank 0's bar, through which lines are printed.
     tag_entries : bool
         Tag each ``Iter`` line with its entry (several entries' iterations interleave).
+    clock : hpcbench.train.stepclock.ModelledClock, optional
+        ``step_clock: {kind: modelled}``: fills each step's ``modelled_step_s`` (else NaN).
     """
 
-    def __init__(self, setup, tables: dict, monitor_columns: list[str], progress, tag_entries: bool) -> None:
-        self.setup, self.settings = setup, setup.settings
+    def __init__(self, setup, tables: dict, monitor_columns: list[str], progress, tag_entries: bool,
+                 clock=None) -> None:
+        self.setup, self.settings, self.clock = setup, setup.settings, clock
         self.tables, self.monitor_columns, self.progress = tables, monitor_columns, progress
         self.tag_entries = tag_entries
         self.p = setup.comm.size
@@ -96,6 +99,8 @@ class Report(Hook):
         row.update(sync=ctx.label, variant=info.variant, iteration=info.iteration, step=info.step,
                    warmup=info.iteration < 0)
         row.update({c: float(telemetry.monitors.get(c, math.nan)) for c in self.monitor_columns})
+        row["modelled_step_s"] = (self.clock.step_s(ctx.sync, telemetry.batch_sizes) if self.clock is not None
+                                  else math.nan)
         self.tables["steps"].append(row)
         if info.iteration >= 0:
             self._rows[(ctx.label, info.variant, info.iteration)].append({**row, "sizes": telemetry.batch_sizes})

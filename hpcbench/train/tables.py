@@ -10,7 +10,7 @@ STEP_FIELDS = ("compute_s", "comm_span_s", "exposed_s", "monitor_s", "step_s", "
 
 
 def make_tables(results, monitor_columns: list[str]) -> dict:
-    """Create the ``steps``, ``iterations``, ``summary``, ``buckets``, ``profile``, ``decisions`` and ``resizes`` tables;
+    """Create the ``steps``, ``iterations``, ``clock_profile``, ``summary``, ``buckets``, ``profile``, ``decisions`` and ``resizes`` tables;
     returns them by name."""
     from hpcbench.results import Column as C
 
@@ -39,6 +39,8 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("samples_per_s_total", "float64", "1/s", "global_batch / step_s"),
         C("loss", "float64", "1", "training loss, mean over ranks (NaN: emulated)"),
         C("local_sq_norm", "float64", "1", "rank 0's |g_local|^2 before synchronisation (NaN: not measured)"),
+        C("modelled_step_s", "float64", "s", "step_clock modelled: the profiled compute at the step's largest "
+                                             "per-worker batch plus the priced synchronisation (NaN: measured clock)"),
         *[C(name, "float64", "1", "monitor output (NaN: not observed this step)") for name in monitor_columns],
     ], "one row per training step")
     iters = results.table("iterations", [
@@ -116,5 +118,10 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("first_step_ms", "float64", "ms", "the first step on the new set (slowest rank)"),
         C("bytes_moved", "int64", "B", "state and context bytes sent to new workers"),
     ], "one row per resize of an elastic run's worker set")
-    return {"steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile,
+    clock = results.table("clock_profile", [
+        C("batch", "int64", "1", "per-worker batch"),
+        C("forward_s", "float64", "s", "forward with the loss, one worker alone"),
+        C("backward_s", "float64", "s", "backward"), C("optimizer_s", "float64", "s", "SGD step"),
+    ], "step_clock modelled: the compute per step the modelled clock interpolates (empty: measured clock)")
+    return {"clock_profile": clock, "steps": steps, "iterations": iters, "summary": summary, "buckets": buckets, "profile": profile,
             "decisions": decisions, "resizes": resizes}
