@@ -192,7 +192,7 @@ class TrainJob(Job):
         if comm.rank == 0:
             try:
                 if c.profile_file is not None:
-                    prof = load_clock_profile(c.profile_file, cfg.model, self.profile)
+                    prof = load_clock_profile(c.profile_file, cfg.model)
                 else:
                     rows = [self._profile(b) for b in (c.profile_batches or [cfg.batch_size])]
                     prof = ClockProfile(np.array(c.profile_batches or [cfg.batch_size], dtype=np.int64),

@@ -16,8 +16,8 @@ would take on ``p`` workers with a core each (``steps.modelled_step_s``):
   (:meth:`ClockProfile.at`): forward, backward and optimizer times measured
   by rank 0 before training, alone, at each batch of ``profile_batches``
   (median of ``profile_steps`` steps each; or read from the ``clock_profile``
-  table of an earlier result file, ``profile_file``, so that several runs
-  share one measurement), interpolated linearly in ``B`` between them; beyond
+  and ``profile`` tables of an earlier result file, ``profile_file``, so that
+  several runs share one measurement), interpolated linearly in ``B`` between them; beyond
   the measured range, forward and backward scale in proportion to ``B`` from
   the nearest measured batch and the optimizer is kept
   (:meth:`hpcbench.train.profile.ComputeProfile.at_batch`).
@@ -136,8 +136,9 @@ class ClockProfile:
                     backward_s=list(map(float, self.backward_s)), optimizer_s=list(map(float, self.optimizer_s)))
 
 
-def load_clock_profile(path, model: str, base: ComputeProfile) -> ClockProfile:
-    """The ``clock_profile`` table of an earlier modelled-clock run of ``model``.
+def load_clock_profile(path, model: str) -> ClockProfile:
+    """The ``clock_profile`` table of an earlier modelled-clock run of ``model``, with that run's profile as the
+    gradients' timeline (:func:`hpcbench.train.profile.load_profile`): runs that read one file price alike.
 
     Raises
     ------
@@ -147,6 +148,7 @@ def load_clock_profile(path, model: str, base: ComputeProfile) -> ClockProfile:
         It is not a training result of ``model`` with a clock profile.
     """
     from hpcbench.results import read_attrs, read_table
+    from hpcbench.train.profile import load_profile
 
     attrs = read_attrs(path)
     if attrs.get("kind") != "train" or attrs.get("model") != model:
@@ -156,7 +158,7 @@ def load_clock_profile(path, model: str, base: ComputeProfile) -> ClockProfile:
         raise ValueError("its clock_profile table is empty")
     return ClockProfile(np.asarray(t["batch"], dtype=np.int64), np.asarray(t["forward_s"], dtype=np.float64),
                         np.asarray(t["backward_s"], dtype=np.float64), np.asarray(t["optimizer_s"], dtype=np.float64),
-                        base, "file")
+                        load_profile(path, model), "file")
 
 
 class ModelledClock:
