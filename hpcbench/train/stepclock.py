@@ -90,7 +90,7 @@ class StepClockConfig(Strict):
         return sorted(v)
 
     def describe(self) -> str:
-        """One line for the header and the ``step_clock`` attribute's companion ``step_clock_link``."""
+        """The priced link in words (the header; root attribute ``step_clock_link``)."""
         return f"latency {self.latency_s * 1e6:g} us, bandwidth {self.bandwidth}"
 
 
@@ -167,9 +167,8 @@ class ModelledClock:
     Parameters
     ----------
     profile : ClockProfile
-    bucket_bytes : numpy.ndarray of int, shape (n_buckets,)
-        The gradient buckets (:class:`hpcbench.train.buckets.BucketPlan`).
     plan : hpcbench.train.buckets.BucketPlan
+        The gradient buckets (their bytes and parameters).
     alpha_s, beta_s_per_byte : float
         The priced link.
     overlap : bool
@@ -184,7 +183,15 @@ class ModelledClock:
 
     def step_s(self, sync, batch_sizes) -> float:
         """Modelled seconds of a step of ``sync`` in which worker ``r`` trains ``batch_sizes[r]`` samples (NaN:
-        a synchroniser without a cost model)."""
+        a synchroniser without a cost model; one worker: the compute alone).
+
+        Parameters
+        ----------
+        sync : hpcbench.sync.base.Synchroniser
+            The active synchroniser (its own config prices it, e.g. SMA's algorithm).
+        batch_sizes : sequence of int, length p
+            Every worker's samples in the step; the largest prices the compute.
+        """
         p, batch = len(batch_sizes), int(max(batch_sizes))
         key = (id(sync), getattr(sync.config, "algorithm", None), p, batch)
         if key not in self._cache:
