@@ -22,7 +22,11 @@ never mix. The exception: unnamed *blocking* allreduces over the plain
 transport all use the communicator's one ``blocking`` tag and are matched by
 call order, as MPI's own blocking collectives (so two threads must not run
 them on one communicator at once); that lets small ones run as persistent
-plans (:mod:`hpcbench.collectives.persistent`).
+plans (:mod:`hpcbench.collectives.persistent`). And unnamed *nonblocking*
+allreduces of small numpy buffers take their tags from a family of
+:data:`~hpcbench.collectives.tags.SLOTS` slots in call order
+(:mod:`hpcbench.collectives.slots`), so their persistent requests are
+replayed too; ranks must then pass numpy arrays on every rank or on none.
 """
 
 from __future__ import annotations
