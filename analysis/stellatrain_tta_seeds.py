@@ -18,10 +18,10 @@ prints, per entry and seed, the modelled seconds to ``--target`` accuracy
 - per seed, the ratio of each reference (the sweep's best fixed rate, the
   per-seed best, ``ddp``, ``thresholdv-R`` at the sweep's rate, and
   ``large-topk-R`` at each seed's best rate: fixed batches at the
-  controller's bound) to each
-  controller entry (``controller``, ``controller-lr``), their median and
-  their range over the seeds (a reference run for some seeds only: over
-  those, named), and whether the median reaches ``--ratio``
+  controller's bound) to each controller entry (``controller``,
+  ``controller-lr``), their median and their range over the seeds (a
+  reference run for some seeds only: over those, named), and whether the
+  median reaches ``--ratio``
   (StellaTrain's claim as issue 22 states it: at least 1.3x less time to
   the target than the best fixed rate).
 
