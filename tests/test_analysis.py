@@ -131,3 +131,25 @@ def test_fl_compare_strategy_names_and_seed_band_by_hand():
     np.testing.assert_allclose(low, [0.1, 0.1, 0.2, 0.2, 0.5])
     np.testing.assert_allclose(high, [0.2, 0.2, 0.5, 0.5, 0.6])
     np.testing.assert_allclose(mean, [0.15, 0.15, 0.35, 0.35, 0.55])
+
+
+def test_stellatrain_tta_seeds_ratios_by_hand():
+    """The sweep's best fixed rate is the least median time over the seeds; ratios are per seed, same seed."""
+    sys.path.insert(0, str(ROOT / "analysis"))
+    from stellatrain_tta_seeds import best_fixed, report
+
+    inf = float("inf")
+    tta = {"ddp": {0: 3.0, 1: 3.0, 2: 3.0}, "topk-0.1": {0: 2.0, 1: 1.0, 2: 4.0},
+           "topk-0.01": {0: 1.5, 1: 2.5, 2: 1.8}, "thresholdv-0.01": {0: 1.0, 1: inf, 2: 2.0},
+           "controller": {0: 1.0, 1: 1.0, 2: 2.0}}
+    final = {k: {s: 0.9 for s in range(3)} for k in tta}
+    assert best_fixed(tta, final, [0, 1, 2]) == "topk-0.01"          # medians 2.0 against 1.8
+    lines = report(tta, final, 0.85, 1.3)
+    by = {line.split(":")[0]: line for line in lines}
+    assert by["best fixed rate (topk-0.01, the sweep's) / controller"].endswith(
+        "1.50 2.50 0.90; median 1.50x, range 0.90-2.50  (target >= 1.3x: reached)")
+    assert "1.50 1.00 0.90; median 1.00x" in by["best fixed rate of each seed / controller"]
+    assert "1.00 1.00 0.90; median 1.00x" in by["fastest other run of each seed / controller"]
+    assert "1.00 inf 1.00; median 1.00x, range 1.00-inf" in by["thresholdv-0.01 / controller"]
+    with pytest.raises(KeyError, match="topk-R"):
+        best_fixed({"ddp": tta["ddp"]}, final, [0, 1, 2])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcbench.collectives.tags import COMPRESSED_STRIDE, MIN_TAG_UB, TagSpace
+from hpcbench.collectives.tags import COMPRESSED_STRIDE, MIN_TAG_UB, SLOTS, TagSpace
 
 TAG_UBS = [MIN_TAG_UB, 65535, 2 ** 29 - 1, 2 ** 31 - 1]
 
@@ -12,13 +12,15 @@ TAG_UBS = [MIN_TAG_UB, 65535, 2 ** 29 - 1, 2 ** 31 - 1]
 @pytest.mark.parametrize("tag_ub", TAG_UBS)
 def test_ranges_disjoint_and_bounded(tag_ub):
     ts = TagSpace(tag_ub)
-    assert ts.dense.start == 1 and ts.dense.stop == ts.blocking == ts.compressed.start - 1
+    assert ts.dense.start == 1 and ts.dense.stop == ts.slots.start
+    assert len(ts.slots) == SLOTS and ts.slots.stop == ts.blocking == ts.compressed.start - 1
     assert ts.compressed.stop == tag_ub + 1            # the last valid tag is used, no more
     assert len(ts.compressed) % COMPRESSED_STRIDE == 0
     assert len(ts.compressed) // COMPRESSED_STRIDE >= 1024
-    assert len(ts.dense) >= 3 * (tag_ub + 1) // 4 - 2
+    assert len(ts.dense) >= 3 * (tag_ub + 1) // 4 - 2 - SLOTS
     assert ts.family(0) is None and ts.family(tag_ub + 1) is None
     assert ts.family(ts.dense.stop - 1) == "dense"
+    assert ts.family(ts.slots.start) == ts.family(ts.slots.stop - 1) == "slots"
     assert ts.family(ts.blocking) == "blocking"
     assert ts.family(ts.compressed.start) == "compressed"
 
@@ -30,7 +32,7 @@ def test_named_tags_stay_dense(tag_ub):
         t = ts.named(f"grad{i % 300}")
         assert ts.family(t) == "dense"
     assert ts.family(ts.named(None)) == "dense"
-    # the whole dense range hashes inside itself, never onto the blocking tag
+    # the whole dense range hashes inside itself, never onto a slot or the blocking tag
     assert max(ts._dense_start + k for k in (0, ts._dense_len - 1)) == ts.dense.stop - 1
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hpcbench.collectives.persistent import PlanCache
+from hpcbench.collectives.slots import SlotPool
 from hpcbench.collectives.tags import MIN_TAG_UB, TagSpace
 from hpcbench.collectives.transport import P2PRequest, Transport
 from hpcbench.collectives.waiting import TwoPhaseBackoff
@@ -222,6 +223,10 @@ class Context:
         #: ``(x, out, op, algorithm, deterministic, dtype, key)``
         self.nb_plans = PlanCache(comm)
         self.nb_last: tuple | None = None
+        #: the same for unnamed nonblocking calls (slot plans), and their tag slots
+        self.slot_plans = PlanCache(comm)
+        self.slot_last: tuple | None = None
+        self.slots = SlotPool()
 
     def tag(self, name: str | None) -> int:
         """Dense-family tag of the next operation called ``name`` (``None``: unnamed).

@@ -22,7 +22,11 @@ never mix. The exception: unnamed *blocking* allreduces over the plain
 transport all use the communicator's one ``blocking`` tag and are matched by
 call order, as MPI's own blocking collectives (so two threads must not run
 them on one communicator at once); that lets small ones run as persistent
-plans (:mod:`hpcbench.collectives.persistent`).
+plans (:mod:`hpcbench.collectives.persistent`). And unnamed *nonblocking*
+allreduces of small numpy buffers take their tags from a family of
+:data:`~hpcbench.collectives.tags.SLOTS` slots in call order
+(:mod:`hpcbench.collectives.slots`), so their persistent requests are
+replayed too; ranks must then pass numpy arrays on every rank or on none.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from hpcbench.collectives._core import (OPS, as_work, context_for, empty_like, p
                                         reducer, run_inline, scratch_view)
 from hpcbench.collectives.algorithms._shapes import tree_bcast
 from hpcbench.collectives.algorithms.ring import ring_phases
-from hpcbench.collectives.persistent import PLAN_MAX_BYTES, Plan, TaggedPlan, sweep_freed
-from hpcbench.collectives.planned import PlannedRequest
+from hpcbench.collectives.persistent import PLAN_MAX_BYTES, Plan, SlotPlan, TaggedPlan, sweep_freed
+from hpcbench.collectives.planned import PlannedRequest, SlotRequest
 from hpcbench.collectives.progress import Request, submit
 from hpcbench.collectives.transport import Transport
 
@@ -360,11 +364,16 @@ def iallreduce(x, out=None, *, op: str = "sum", algorithm: str = "auto",
     outstanding and complete in any order; give each concurrent one a
     distinct ``name`` when ranks may start them in different orders.
     """
-    if type(x) is np.ndarray and type(out) is np.ndarray and weights is None and (
+    if type(x) is np.ndarray and weights is None and (
             transport is None or type(transport) is Transport):
-        req = _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, name)
-        if req is not None:
-            return req
+        if name is None and (out is None or type(out) is np.ndarray):
+            req = _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport)
+            if req is not None:
+                return req
+        elif type(out) is np.ndarray:
+            req = _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, name)
+            if req is not None:
+                return req
     gen, result, nbytes = _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport,
                                          name, local_size, weights=weights)
     return submit(Request(gen, result, name, nbytes))
@@ -408,6 +417,75 @@ def _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, n
             return None
     ctx.nb_last = (x, out, op, algorithm, deterministic, x.dtype, key)
     return submit(PlannedRequest(plan, ctx.tag(name), plans, key, out, name))
+
+
+def _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport):
+    """Unnamed nonblocking allreduce of numpy ``x`` by a slot's persistent requests
+    (:mod:`hpcbench.collectives.slots`, :class:`~hpcbench.collectives.persistent.SlotPlan`),
+    run by a :class:`~hpcbench.collectives.planned.SlotRequest`; None when the call does
+    not qualify (the other paths then run it, on a dense tag).
+
+    Every rank must take a call to the same path (they must agree on its slot),
+    so whether it qualifies depends only on what the ranks share by contract:
+    the algorithm, op, dtype, count and world size (a schedule exists for them,
+    :data:`PLAN_MAX_BYTES` at most), and numpy buffers; not on the arrays'
+    layout. A non-contiguous ``x``, or one partly overlapping ``out``, is
+    copied (that call builds a plan of its own); without ``out`` a new array
+    is the output. Plans are keyed as in :func:`_iallreduce_planned` and kept
+    in the communicator's ``slot_plans`` cache, taken out while their call is
+    outstanding.
+    """
+    ctx, tr = _resolve(comm, transport)
+    last = ctx.slot_last
+    keep = None
+    if (out is not None and last is not None and last[0] is x and last[1] is out
+            and last[2] == op and last[3] == algorithm and last[4] == deterministic
+            and x.dtype is last[5] and x.size == last[6][4] and x.flags.c_contiguous
+            and out.flags.writeable):
+        key, src = last[6], x       # the arrays of the last call: its key, found by identity
+    else:
+        n, dt = tr.size, x.dtype
+        alg = choose_algorithm(x.nbytes, n, deterministic) if algorithm == "auto" else algorithm
+        a = _alg.find(alg) if isinstance(alg, str) else None
+        if (a is None or a.schedule is None or (deterministic and not a.deterministic)
+                or op not in _PLAN_UFUNC or dt not in _PLAN_DTYPES or n == 1 or x.size == 0
+                or x.nbytes > PLAN_MAX_BYTES):
+            return None
+        if out is None:
+            out = np.empty(x.shape, dtype=dt)
+        elif (out.dtype != dt or out.size != x.size or not out.flags.c_contiguous
+              or not out.flags.writeable):
+            _out(as_work(x, "x", writable=False), out, None)    # raises what the generator would
+            return None
+        src = x
+        a_dst = MPI.buffer(out).address
+        if x.flags.c_contiguous:
+            a_src = MPI.buffer(x).address
+            if a_src != a_dst and a_src < a_dst + out.nbytes and a_dst < a_src + x.nbytes:
+                src = None          # partly overlapping
+        else:
+            src = None
+        if src is None:
+            src = keep = np.ascontiguousarray(x).copy()
+            a_src = MPI.buffer(src).address
+        key = (alg, op, deterministic, dt.str, x.size, a_src, a_dst)
+    plans = ctx.slot_plans
+    plan = plans.take(key)
+    if plan is None:
+        sched = _alg.find(key[0]).schedule(tr.size, tr.rank, x.size, x.dtype.itemsize,
+                                             key[5] == key[6])
+        if sched is None:       # depends on the world size, count and itemsize only
+            return None
+        sweep_freed()
+        dst = src.reshape(-1) if key[5] == key[6] else out.reshape(-1)
+        plan = SlotPlan(tr, sched, src.reshape(-1), dst, _PLAN_UFUNC[op],
+                        tr.size if op == "avg" else 0)
+    if keep is None:
+        ctx.slot_last = (x, out, op, algorithm, deterministic, x.dtype, key)
+    tags = ctx.tags.slots
+    req = ctx.slots.take(lambda slot, prev: SlotRequest(plan, slot, tags[slot], prev, plans, key,
+                                                        out, None, keep))
+    return submit(req)
 
 
 # -- reduce_scatter -----------------------------------------------------------------------

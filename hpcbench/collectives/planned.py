@@ -20,7 +20,7 @@ from hpcbench.collectives.persistent import NO_CALL, cancel_receives
 from hpcbench.collectives.progress import Request
 from hpcbench.collectives.waiting import wait_mpi
 
-__all__ = ["PlannedRequest"]
+__all__ = ["PlannedRequest", "SlotRequest"]
 
 
 class PlannedRequest(Request):
@@ -69,7 +69,7 @@ class PlannedRequest(Request):
 
     def _advance(self) -> bool:
         """Run completed steps and post the next ones; True if anything moved."""
-        return self._steps(False, len(self._plan.steps))
+        return self._steps(False, self._plan.messages)
 
     def _steps(self, block: bool, most: int) -> bool:
         """Run at most ``most`` steps from the current one; ``block``: wait for each step's
@@ -96,24 +96,37 @@ class PlannedRequest(Request):
                     if not block:
                         return moved
                     wait_mpi((rq, sq), nbytes=self.nbytes)
-                try:
-                    for f, a, b, out in ops:
-                        f(a, b, out=out)
-                except Exception as exc:  # noqa: BLE001 - raised once every message has gone
-                    self._exc = self._exc or exc
+                self._reduce(ops)
                 recvs[k] = self._send = None
                 k = self._k = k + 1
                 moved = True
             if k == len(steps):
-                plan.tr.count(plan.nbytes_sent, plan.messages)
-                if self._exc is None:
-                    self._cache.keep(self._key, plan, NO_CALL)
-                self._finish(self._exc)
+                self._complete()
         except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
             cancel_receives(recvs)      # posted ahead for later steps: no later message goes there
             self._finish(exc)
             moved = True
         return moved
+
+    def _reduce(self, ops) -> None:
+        """Run a step's ``(f, a, b, out)`` calls; the first exception is kept for :meth:`wait`
+        (raised once every message has gone)."""
+        try:
+            for f, a, b, out in ops:
+                f(a, b, out=out)
+        except Exception as exc:  # noqa: BLE001 - raised once every message has gone
+            self._exc = self._exc or exc
+
+    def _complete(self) -> None:
+        """After the last step: count the sends, give the plan back to its cache (or free
+        it, if a reduction raised) and finish."""
+        plan = self._plan
+        plan.tr.count(plan.nbytes_sent, plan.messages)
+        if self._exc is None:
+            self._cache.keep(self._key, plan, NO_CALL)
+        else:
+            plan.free()
+        self._finish(self._exc)
 
     def wait(self):
         """As :meth:`Request.wait`, running the remaining steps in one pass, each step's
@@ -121,7 +134,7 @@ class PlannedRequest(Request):
         (:func:`~hpcbench.collectives.waiting.wait_mpi`)."""
         if not self._done:
             with self._lock:        # the progress thread leaves this request alone meanwhile
-                self._steps(True, len(self._plan.steps))
+                self._steps(True, self._plan.messages)
         if self._exc is not None:
             raise self._exc
         return self.result
@@ -134,3 +147,83 @@ class PlannedRequest(Request):
                     self._steps(True, 1)
         if self._exc is not None:
             raise self._exc
+
+
+class SlotRequest(PlannedRequest):
+    """A :class:`PlannedRequest` whose messages are a slot's persistent requests
+    (:class:`~hpcbench.collectives.persistent.SlotPlan`, :mod:`hpcbench.collectives.slots`).
+
+    The same steps, messages, order and reductions as :class:`PlannedRequest`
+    (so the same bits), each message started with ``MPI_Start``; nothing is
+    started until ``previous``, the slot's earlier call, has completed on this
+    rank (driven meanwhile by the progress thread, by :meth:`test` in test
+    mode, or first thing in :meth:`wait`). A run that raises frees the plan's
+    requests, cancelling receives posted ahead.
+
+    Parameters
+    ----------
+    plan : SlotPlan
+        The plan, taken out of ``cache`` for the run.
+    slot, tag : int
+        The call's slot and its tag.
+    previous : Request or None
+        The slot's previous holder, if still outstanding here.
+    cache, key, result, name :
+        As :class:`PlannedRequest`.
+    keep : object
+        Held until the request is freed: a contiguous copy of a non-contiguous input.
+    """
+
+    __slots__ = ("_psteps", "_started", "_prev", "_keep")
+
+    def __init__(self, plan, slot: int, tag: int, previous, cache, key, result, name: str | None,
+                 keep=None) -> None:
+        super().__init__(plan, tag, cache, key, result, name)
+        self._psteps = plan.requests(slot, tag)
+        self._started = False
+        self._prev = previous
+        self._keep = keep
+
+    def _steps(self, block: bool, most: int) -> bool:
+        """As :meth:`PlannedRequest._steps`, after the slot's previous call has completed."""
+        if self._done:
+            return False
+        prev = self._prev
+        if prev is not None:
+            if not prev._done:
+                if not block:
+                    prev._try_advance()
+                    if not prev._done:
+                        return False
+                else:
+                    try:
+                        prev.wait()         # drives it; its error is its caller's
+                    except Exception:  # noqa: BLE001 - raised again by its own wait()
+                        pass
+            self._prev = None
+        moved = False
+        plan, steps = self._plan, self._psteps
+        k, end = self._k, min(self._k + most, len(steps))
+        try:
+            while k < end:
+                posted, rq, sq, ops = steps[k]
+                if not self._started:
+                    for q in posted:
+                        q.Start()
+                    sq.Start()
+                    self._started = moved = True
+                if not (rq.Test() and sq.Test()):
+                    if not block:
+                        return moved
+                    wait_mpi((rq, sq), nbytes=self.nbytes)
+                self._reduce(ops)
+                self._started = False
+                k = self._k = k + 1
+                moved = True
+            if k == len(steps):
+                self._complete()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
+            plan.free()                 # cancels the receives posted ahead
+            self._finish(exc)
+            moved = True
+        return moved

@@ -8,6 +8,11 @@ communicator and must never match each other's messages:
     One tag per operation, a CRC-32 hash of the operation's name and of how
     many operations of that name this rank has started (ranks may start
     differently named operations in different orders and still agree).
+``slots``
+    :data:`SLOTS` tags for unnamed nonblocking allreduces of small numpy
+    buffers (:mod:`hpcbench.collectives.slots`): the ``k``-th such call of a
+    rank takes slot ``k % SLOTS``, so every rank agrees, and a slot's
+    persistent requests are built once.
 ``blocking``
     One tag, shared by every unnamed blocking allreduce over the plain
     transport (:mod:`hpcbench.collectives.persistent`): those are matched
@@ -33,12 +38,15 @@ from __future__ import annotations
 import threading
 import zlib
 
-__all__ = ["MIN_TAG_UB", "COMPRESSED_STRIDE", "TagSpace"]
+__all__ = ["MIN_TAG_UB", "COMPRESSED_STRIDE", "SLOTS", "TagSpace"]
 
 #: the smallest ``MPI.TAG_UB`` the MPI standard allows
 MIN_TAG_UB = 32767
 #: tags owned by one compressed collective (its base tag and the next ones)
 COMPRESSED_STRIDE = 8
+#: tags of the ``slots`` family (nonblocking allreduces outstanding at once before the next waits
+#: for a slot, :mod:`hpcbench.collectives.slots`)
+SLOTS = 8
 
 
 class TagSpace:
@@ -52,7 +60,10 @@ class TagSpace:
     Attributes
     ----------
     dense : range
-        Tags of the dense collectives: ``[1, split - 1)``, three quarters of the space.
+        Tags of the dense collectives: ``[1, split - 1 - SLOTS)``, three quarters of the space
+        less the slots.
+    slots : range
+        The :data:`SLOTS` tags ``[split - 1 - SLOTS, split - 1)``.
     blocking : int
         The tag of unnamed blocking allreduces, ``split - 1``.
     compressed : range
@@ -72,9 +83,10 @@ class TagSpace:
         self.tag_ub = tag_ub
         blocks = (tag_ub + 1) // 4 // COMPRESSED_STRIDE
         split = tag_ub + 1 - blocks * COMPRESSED_STRIDE
-        self.dense = range(1, split - 1)
+        self.dense = range(1, split - 1 - SLOTS)
+        self.slots = range(split - 1 - SLOTS, split - 1)
         self.blocking = split - 1
-        self._dense_start, self._dense_len = 1, split - 2     # of `dense`, read per call
+        self._dense_start, self._dense_len = 1, split - 2 - SLOTS     # of `dense`, read per call
         self.compressed = range(split, tag_ub + 1)
         self._blocks = blocks
         self._named: dict[str, int] = {}
@@ -110,10 +122,12 @@ class TagSpace:
         return base
 
     def family(self, tag: int) -> str | None:
-        """``"dense"``, ``"blocking"``, ``"compressed"`` or None (tag 0 / out of range):
+        """``"dense"``, ``"slots"``, ``"blocking"``, ``"compressed"`` or None (tag 0 / out of range):
         who owns ``tag``."""
         if tag in self.dense:
             return "dense"
+        if tag in self.slots:
+            return "slots"
         if tag == self.blocking:
             return "blocking"
         if tag in self.compressed:

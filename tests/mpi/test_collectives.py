@@ -596,23 +596,56 @@ def _nb_plans(comm):
 
 @pytest.mark.parametrize("alg", ["ring", "recursive_doubling", "rabenseifner", "auto"])
 def test_tagged_plans_give_the_generators_bytes(comm, alg):
-    """iallreduce(x, out) of numpy arrays runs a tagged plan (reused on the same arrays):
-    the bytes of the generator (iallreduce without out), out of place and in place."""
+    """iallreduce(x, out) of numpy arrays runs a tagged plan when named, a slot plan when
+    not (both reused on the same arrays): the bytes of the generator (a named iallreduce
+    without out), out of place and in place."""
     for dtype in ("float32", "float64", "int64"):
         for count in (1, 5, 1000):
             for op in OPS:
                 x = _data(comm, count, dtype, seed=5)
-                want = hc.iallreduce(x, op=op, algorithm=alg, comm=comm).wait()
+                want = hc.iallreduce(x, op=op, algorithm=alg, comm=comm, name="gen").wait()
+                assert hc.iallreduce(x, op=op, algorithm=alg, comm=comm).wait().tobytes() == want.tobytes()
                 o = np.empty_like(x)
-                for _ in range(2):
-                    assert hc.iallreduce(x, o, op=op, algorithm=alg, comm=comm).wait() is o
+                for name in (None, None, "t", "t"):
+                    assert hc.iallreduce(x, o, op=op, algorithm=alg, comm=comm, name=name).wait() is o
                     assert o.tobytes() == want.tobytes()
                 z = x.copy()
                 assert hc.iallreduce(z, z, op=op, algorithm=alg, comm=comm).wait() is z
                 assert z.tobytes() == want.tobytes()
-    plans = _nb_plans(comm)
+    ctx = hc.api._resolve(comm, None)[0]
     if (alg == "ring" and comm.size > 1) or comm.size in (2, 4):   # a schedule exists
-        assert len(plans) >= 1                     # kept back after each completion
+        assert len(ctx.nb_plans) >= 1 and len(ctx.slot_plans) >= 1  # kept back after each completion
+
+
+def test_slots_reused_with_more_calls_outstanding_than_slots(comm):
+    """Three times as many unnamed calls outstanding as there are tag slots, so each slot's
+    later calls wait for its earlier ones; buffers of several sizes (plans of their own
+    per slot), a non-contiguous input on rank 0, no ``out`` on rank 1; waited in a
+    shuffled order (the same on every rank), twice (the second round replays the
+    slots' requests): every result is MPI's sum."""
+    from hpcbench.collectives.tags import SLOTS
+
+    n, r = comm.size, comm.rank
+    k = 3 * SLOTS
+    order = np.random.default_rng(7).permutation(k)
+    for _ in range(2):
+        xs, outs, want = [], [], []
+        for i in range(k):
+            count = 16 + 40 * (i % 3)
+            base = np.arange(2 * count, dtype=np.float64) * (r + 1) + i
+            xs.append(base[::2] if r == 0 else base[::2].copy())
+            outs.append(None if r == 1 and i % 2 else np.empty(count))
+            want.append(np.empty(count))
+            comm.Allreduce(np.ascontiguousarray(xs[-1]), want[-1])
+        reqs = [hc.iallreduce(x, o, algorithm=["ring", "auto"][i % 2], comm=comm)
+                for i, (x, o) in enumerate(zip(xs, outs))]
+        for i in order:
+            got = reqs[i].wait()
+            assert got is outs[i] or outs[i] is None
+            np.testing.assert_array_equal(got, want[i])
+    ctx = hc.api._resolve(comm, None)[0]
+    slotted = k if n in (2, 4) else k // 2 if n > 1 else 0   # auto: recursive doubling, 2**j ranks
+    assert ctx.slots.started == 2 * slotted
 
 
 def test_tagged_and_generator_ranks_match_with_many_outstanding(comm):
