@@ -226,7 +226,7 @@ class Context:
         #: the same for unnamed nonblocking calls (slot plans), and their tag slots
         self.slot_plans = PlanCache(comm)
         self.slot_last: tuple | None = None
-        self.slots = SlotPool()
+        self.slots = SlotPool(self.tags.slots)
 
     def tag(self, name: str | None) -> int:
         """Dense-family tag of the next operation called ``name`` (``None``: unnamed).

@@ -442,7 +442,12 @@ def _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport):
             and last[2] == op and last[3] == algorithm and last[4] == deterministic
             and x.dtype is last[5] and x.size == last[6][4] and x.flags.c_contiguous
             and out.flags.writeable):
-        key, src = last[6], x       # the arrays of the last call: its key, found by identity
+        key = last[6]               # the arrays of the last call: its key, found by identity
+        plans = ctx.slot_plans
+        plan = plans.take(key)
+        if plan is not None:
+            return submit(ctx.slots.take(SlotRequest, plan, plans, key, out, None, None))
+        src = x
     else:
         n, dt = tr.size, x.dtype
         alg = choose_algorithm(x.nbytes, n, deterministic) if algorithm == "auto" else algorithm
@@ -482,10 +487,7 @@ def _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport):
                         tr.size if op == "avg" else 0)
     if keep is None:
         ctx.slot_last = (x, out, op, algorithm, deterministic, x.dtype, key)
-    tags = ctx.tags.slots
-    req = ctx.slots.take(lambda slot, prev: SlotRequest(plan, slot, tags[slot], prev, plans, key,
-                                                        out, None, keep))
-    return submit(req)
+    return submit(ctx.slots.take(SlotRequest, plan, plans, key, out, None, keep))
 
 
 # -- reduce_scatter -----------------------------------------------------------------------

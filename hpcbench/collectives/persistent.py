@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from hpcbench.collectives.waiting import wait_mpi
+from hpcbench.collectives.waiting import SLEEP_COST, wait_request
 from hpcbench.runtime.finalize import before_finalize
 
 __all__ = ["Span", "Step", "Schedule", "post_points", "Plan", "TaggedPlan", "SlotPlan", "PlanCache",
@@ -262,19 +262,21 @@ class Plan:
             later receives posted (:func:`post_points`), to be matched by its
             peers' next call, and its peers waiting for its later sends.
         """
-        nbytes = self.nbytes
+        spin_s = SLEEP_COST.spin_budget(self.nbytes)       # read once per run
         err = None
         for posted, rq, sq, ops in self.steps:
             for q in posted:
                 q.Start()
             sq.Start()
-            if not (rq.Test() and sq.Test()):
-                wait_mpi((rq, sq), nbytes=nbytes)
-            try:
-                for f, a, b, out in ops:
+            if not rq.Test():
+                wait_request(rq, spin_s)
+            if not sq.Test():
+                wait_request(sq, spin_s)
+            for f, a, b, out in ops:
+                try:
                     f(a, b, out=out)
-            except Exception as exc:  # noqa: BLE001 - raised once every message has gone
-                err = err or exc
+                except Exception as exc:  # noqa: BLE001 - raised once every message has gone
+                    err = err or exc
         self._tr.count(self.nbytes_sent, self.messages)
         if err is not None:
             raise err

@@ -16,9 +16,11 @@ it through the same :meth:`_advance` as any request.
 
 from __future__ import annotations
 
+from threading import Lock
+
 from hpcbench.collectives.persistent import NO_CALL, cancel_receives
 from hpcbench.collectives.progress import Request
-from hpcbench.collectives.waiting import wait_mpi
+from hpcbench.collectives.waiting import SLEEP_COST, wait_request
 
 __all__ = ["PlannedRequest", "SlotRequest"]
 
@@ -78,6 +80,7 @@ class PlannedRequest(Request):
         if self._done:
             return False
         moved = False
+        spin_s = None           # the spin budget, read at the first wait
         plan = self._plan
         steps, recvs = plan.steps, self._recvs
         k, end = self._k, min(self._k + most, len(plan.steps))
@@ -95,7 +98,10 @@ class PlannedRequest(Request):
                 if not (rq.Test() and sq.Test()):
                     if not block:
                         return moved
-                    wait_mpi((rq, sq), nbytes=self.nbytes)
+                    if spin_s is None:
+                        spin_s = SLEEP_COST.spin_budget(self.nbytes)
+                    wait_request(rq, spin_s)
+                    wait_request(sq, spin_s)
                 self._reduce(ops)
                 recvs[k] = self._send = None
                 k = self._k = k + 1
@@ -178,7 +184,24 @@ class SlotRequest(PlannedRequest):
 
     def __init__(self, plan, slot: int, tag: int, previous, cache, key, result, name: str | None,
                  keep=None) -> None:
-        super().__init__(plan, tag, cache, key, result, name)
+        # Every attribute of Request and PlannedRequest is set here, without their
+        # __init__s: this runs once per call, and at 4 ranks on 2 cores each
+        # microsecond of it costs about two of the call's time (docs/collectives.md,
+        # "Per-call overhead"). _recvs and _send stay None: slots start persistent requests.
+        self.name = name
+        self.result = result
+        self.nbytes = plan.nbytes
+        self._gen = None
+        self._pending = ()
+        self._done = False
+        self._exc = None
+        self._lock = Lock()
+        self._plan = plan
+        self._tag = tag
+        self._k = 0
+        self._recvs = self._send = None
+        self._cache = cache
+        self._key = key
         self._psteps = plan.requests(slot, tag)
         self._started = False
         self._prev = previous
@@ -201,8 +224,10 @@ class SlotRequest(PlannedRequest):
                     except Exception:  # noqa: BLE001 - raised again by its own wait()
                         pass
             self._prev = None
+        if block:
+            return self._run_blocking(most)
         moved = False
-        plan, steps = self._plan, self._psteps
+        steps = self._psteps
         k, end = self._k, min(self._k + most, len(steps))
         try:
             while k < end:
@@ -213,9 +238,7 @@ class SlotRequest(PlannedRequest):
                     sq.Start()
                     self._started = moved = True
                 if not (rq.Test() and sq.Test()):
-                    if not block:
-                        return moved
-                    wait_mpi((rq, sq), nbytes=self.nbytes)
+                    return moved
                 self._reduce(ops)
                 self._started = False
                 k = self._k = k + 1
@@ -223,7 +246,39 @@ class SlotRequest(PlannedRequest):
             if k == len(steps):
                 self._complete()
         except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
-            plan.free()                 # cancels the receives posted ahead
+            self._plan.free()           # cancels the receives posted ahead
             self._finish(exc)
             moved = True
         return moved
+
+    def _run_blocking(self, most: int) -> bool:
+        """The blocking form of :meth:`_steps` (a caller in :meth:`wait` holds the lock):
+        up to ``most`` steps, each waited for as :meth:`Plan.run
+        <hpcbench.collectives.persistent.Plan.run>` waits, with the step counter kept in
+        a local and stored once; True (something moved)."""
+        steps = self._psteps
+        k, end = self._k, min(self._k + most, len(steps))
+        started = self._started
+        spin_s = SLEEP_COST.spin_budget(self.nbytes)
+        try:
+            while k < end:
+                posted, rq, sq, ops = steps[k]
+                if not started:
+                    for q in posted:
+                        q.Start()
+                    sq.Start()
+                if not rq.Test():
+                    wait_request(rq, spin_s)
+                if not sq.Test():
+                    wait_request(sq, spin_s)
+                started = False
+                if ops:
+                    self._reduce(ops)
+                k += 1
+            self._k, self._started = k, False
+            if k == len(steps):
+                self._complete()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
+            self._plan.free()           # cancels the receives posted ahead
+            self._finish(exc)
+        return True

@@ -44,13 +44,18 @@ from mpi4py import MPI
 from hpcbench.collectives._core import inline_backoff, next_poll
 from hpcbench.runtime.wait import Backoff
 
-__all__ = ["Request", "progress_mode", "wake", "LAZY_BYTES", "HANDOFF_S", "WATCH_S"]
+__all__ = ["Request", "progress_mode", "wake", "LAZY_BYTES", "HANDOFF_S", "HANDOFF_MAX_S",
+           "WATCH_S"]
 
 #: largest request (bytes) handed to a watching progress thread without waking it
 LAZY_BYTES = 1 << 20
-#: tick of the watching progress thread (idle, or every request it holds driven by a
-#: caller in ``wait()``): the longest a lazily handed-off request waits for it, in seconds
+#: shortest tick of the watching progress thread (idle, or every request it holds driven
+#: by a caller in ``wait()``), in seconds: how long a lazily handed-off request waits for
+#: it while the thread has lately had such requests to take over
 HANDOFF_S = 1e-3
+#: longest tick, in seconds: reached while every tick finds nothing to take over (the
+#: callers wait for their requests themselves); see :class:`_Engine`
+HANDOFF_MAX_S = 16e-3
 #: how long the idle progress thread keeps watching after its last request, in seconds
 WATCH_S = 0.1
 
@@ -217,9 +222,23 @@ class _Engine:
     the request itself. So while the thread is idle and *watching* (for
     :data:`WATCH_S` after its last request) a request of at most
     :data:`LAZY_BYTES` is queued without a wake-up, and the thread takes it
-    at its next tick, at most :data:`HANDOFF_S` later, if the caller has
-    not completed it by then; larger requests and submissions to a thread
-    asleep for good wake it at once.
+    at its next tick if the caller has not completed it by then; larger
+    requests and submissions to a thread asleep for good wake it at once.
+
+    The tick adapts. Each tick takes the GIL and a core: at 4 ranks on 2 cores
+    a 1 ms tick made 1-8 KiB ring ``iallreduce().wait()`` take 3.5-4.2x MPI's
+    ``Allreduce`` against 2.8-3.1x with the thread ticking every 50 ms
+    (docs/collectives.md, "Per-step overhead"): a thread woken while its
+    rank's caller spins holds the GIL, or the core, the caller needs next. So a
+    tick that finds nothing to take over (no submission, or only requests that
+    their callers completed, or are driving in ``wait()``) doubles the next one,
+    up to :data:`HANDOFF_MAX_S`; a tick that finds a request nobody drives
+    (its caller computes between ``iallreduce`` and ``wait``) sets it back to
+    :data:`HANDOFF_S`. A program that overlaps small requests with compute thus
+    keeps the 1 ms hand-off, and one that waits at once stops paying for
+    ticks; the first overlapped request after a run of immediate waits may wait
+    up to :data:`HANDOFF_MAX_S` for the thread (its first messages left at
+    submission, and ``test()``/``wait()`` drive it meanwhile).
     """
 
     def __init__(self) -> None:
@@ -228,6 +247,9 @@ class _Engine:
         self._new: list[Request] = []
         self._watching = False
         self._thread: threading.Thread | None = None
+        #: the current tick, :data:`HANDOFF_S` to :data:`HANDOFF_MAX_S` (read and written
+        #: by the progress thread only)
+        self.tick_s = HANDOFF_S
 
     def submit(self, req: Request) -> None:
         """Start ``req`` in the caller's thread, then leave it to the progress thread."""
@@ -244,18 +266,34 @@ class _Engine:
                 self._cv.notify()
 
     def _idle(self) -> None:
-        """Wait for submissions with no request held: tick every :data:`HANDOFF_S` while
-        watching, then sleep until notified (called with ``_cv`` held)."""
+        """Wait for submissions with no request held: tick every :attr:`tick_s` (doubling
+        while ticks find nothing) while watching, then sleep until notified (called with
+        ``_cv`` held)."""
         self._watching = True
         until = time.monotonic() + WATCH_S
         while not self._new:
             left = until - time.monotonic()
             if left > 0:
-                self._cv.wait(min(HANDOFF_S, left))
+                self._cv.wait(min(self.tick_s, left))
+                if not self._new:
+                    self.tick_s = min(2.0 * self.tick_s, HANDOFF_MAX_S)
             else:
                 self._watching = False
                 self._cv.wait()
         self._watching = False
+
+    def _take_new(self) -> list[Request]:
+        """The submissions not yet completed (called with ``_cv`` held), and the tick's
+        adaptation: back to :data:`HANDOFF_S` when one of them is driven by nobody,
+        else doubled (class docstring)."""
+        fresh = [r for r in self._new if not r._done]
+        if self._new:
+            if any(not r._lock.locked() for r in fresh):
+                self.tick_s = HANDOFF_S
+            else:
+                self.tick_s = min(2.0 * self.tick_s, HANDOFF_MAX_S)
+            self._new.clear()
+        return fresh
 
     def _run(self) -> None:
         active: list[Request] = []
@@ -264,8 +302,7 @@ class _Engine:
             with self._cv:
                 if not active and not self._new:
                     self._idle()
-                active.extend([r for r in self._new if not r._done])
-                self._new.clear()
+                active.extend(self._take_new())
             moved = False
             held = 0
             for req in active:
@@ -285,7 +322,7 @@ class _Engine:
                 with self._cv:
                     if not self._new:
                         self._watching = True
-                        self._cv.wait(HANDOFF_S)
+                        self._cv.wait(self.tick_s)
                         self._watching = False
             else:
                 wake = _earliest_wake(active)

@@ -46,20 +46,22 @@ class SlotPool:
         Calls given a slot so far.
     """
 
-    __slots__ = ("started", "_holders")
+    __slots__ = ("started", "tags", "_holders")
 
-    def __init__(self) -> None:
+    def __init__(self, tags) -> None:
         self.started = 0
+        self.tags = tags
         self._holders: list = [None] * SLOTS
 
-    def take(self, request_of) -> object:
-        """Give the next call its slot: ``request_of(slot, previous)`` builds the call's
-        request (``previous`` is the slot's last holder while it is still outstanding on
-        this rank, else None), which becomes the slot's holder; returns it."""
+    def take(self, request_class, plan, *args) -> object:
+        """Give the next call its slot: ``request_class(plan, slot, tags[slot], previous,
+        *args)`` builds the call's request (``previous`` is the slot's last holder while
+        it is still outstanding on this rank, else None; ``tags`` is the slot tag family
+        given at construction), which becomes the slot's holder; returns it."""
         slot = self.started % SLOTS
         self.started += 1
         prev = self._holders[slot]
         if prev is not None and prev._done:
             prev = None
-        req = self._holders[slot] = request_of(slot, prev)
+        req = self._holders[slot] = request_class(plan, slot, self.tags[slot], prev, *args)
         return req
