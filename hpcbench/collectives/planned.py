@@ -100,8 +100,10 @@ class PlannedRequest(Request):
                         return moved
                     if spin_s is None:
                         spin_s = SLEEP_COST.spin_budget(self.nbytes)
-                    wait_request(rq, spin_s)
-                    wait_request(sq, spin_s)
+                    if not rq.Test():
+                        wait_request(rq, spin_s)
+                    if not sq.Test():
+                        wait_request(sq, spin_s)
                 self._reduce(ops)
                 recvs[k] = self._send = None
                 k = self._k = k + 1

@@ -244,7 +244,8 @@ def wait_request(q, spin_s: float, first_s: float = 2e-5, max_s: float = 1e-3,
     Parameters
     ----------
     q : mpi4py.MPI.Request
-        A pending or completed request (completed on return).
+        A request whose ``Test`` just returned false (completed on return); the
+        first poll follows a ``sched_yield``.
     spin_s : float
         Seconds to poll (yielding the core between polls) before the first sleep:
         ``cost.spin_budget(nbytes)`` of the operation.
@@ -253,15 +254,15 @@ def wait_request(q, spin_s: float, first_s: float = 2e-5, max_s: float = 1e-3,
     cost : SleepCost, optional
         The estimate to update (default :data:`SLEEP_COST`).
     """
-    if q.Test():
-        return
     spin_until = time.perf_counter() + spin_s
     while time.perf_counter() < spin_until:
         _yield()
         if q.Test():
             return
-    (cost or SLEEP_COST).sleep(first_s)
-    sleep_s = min(first_s * 2.0, max_s)
+    sleep_s = first_s
     while not q.Test():
-        time.sleep(sleep_s)
+        if sleep_s == first_s:
+            (cost or SLEEP_COST).sleep(sleep_s)
+        else:
+            time.sleep(sleep_s)
         sleep_s = min(sleep_s * 2.0, max_s)
