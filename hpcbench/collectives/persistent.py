@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from hpcbench.collectives.waiting import SLEEP_COST, wait_request
+from hpcbench.collectives.waiting import wait_request
 from hpcbench.runtime.finalize import before_finalize
 
 __all__ = ["Span", "Step", "Schedule", "post_points", "Plan", "TaggedPlan", "SlotPlan", "PlanCache",
@@ -262,16 +262,17 @@ class Plan:
             later receives posted (:func:`post_points`), to be matched by its
             peers' next call, and its peers waiting for its later sends.
         """
-        spin_s = SLEEP_COST.spin_budget(self.nbytes)       # read once per run
+        nbytes = self.nbytes
+        spin_s = None               # the spin budget, read at the first real wait
         err = None
         for posted, rq, sq, ops in self.steps:
             for q in posted:
                 q.Start()
             sq.Start()
             if not rq.Test():
-                wait_request(rq, spin_s)
+                spin_s = wait_request(rq, spin_s, nbytes)
             if not sq.Test():
-                wait_request(sq, spin_s)
+                spin_s = wait_request(sq, spin_s, nbytes)
             for f, a, b, out in ops:
                 try:
                     f(a, b, out=out)

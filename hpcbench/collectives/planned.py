@@ -20,7 +20,7 @@ from threading import Lock
 
 from hpcbench.collectives.persistent import NO_CALL, cancel_receives
 from hpcbench.collectives.progress import Request
-from hpcbench.collectives.waiting import SLEEP_COST, wait_request
+from hpcbench.collectives.waiting import wait_request
 
 __all__ = ["PlannedRequest", "SlotRequest"]
 
@@ -98,12 +98,10 @@ class PlannedRequest(Request):
                 if not (rq.Test() and sq.Test()):
                     if not block:
                         return moved
-                    if spin_s is None:
-                        spin_s = SLEEP_COST.spin_budget(self.nbytes)
                     if not rq.Test():
-                        wait_request(rq, spin_s)
+                        spin_s = wait_request(rq, spin_s, self.nbytes)
                     if not sq.Test():
-                        wait_request(sq, spin_s)
+                        spin_s = wait_request(sq, spin_s, self.nbytes)
                 self._reduce(ops)
                 recvs[k] = self._send = None
                 k = self._k = k + 1
@@ -261,7 +259,7 @@ class SlotRequest(PlannedRequest):
         steps = self._psteps
         k, end = self._k, min(self._k + most, len(steps))
         started = self._started
-        spin_s = SLEEP_COST.spin_budget(self.nbytes)
+        nbytes, spin_s = self.nbytes, None
         try:
             while k < end:
                 posted, rq, sq, ops = steps[k]
@@ -270,9 +268,9 @@ class SlotRequest(PlannedRequest):
                         q.Start()
                     sq.Start()
                 if not rq.Test():
-                    wait_request(rq, spin_s)
+                    spin_s = wait_request(rq, spin_s, nbytes)
                 if not sq.Test():
-                    wait_request(sq, spin_s)
+                    spin_s = wait_request(sq, spin_s, nbytes)
                 started = False
                 if ops:
                     self._reduce(ops)

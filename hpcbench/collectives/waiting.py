@@ -221,48 +221,54 @@ def wait_mpi(reqs, first_s: float = 2e-5, max_s: float = 1e-3, cost: SleepCost |
     """
     spin_s = None
     for q in reqs:
-        if q.Test():
-            continue
-        cost = cost or SLEEP_COST
-        if spin_s is None:
-            spin_s = cost.spin_budget(nbytes)
-        wait_request(q, spin_s, first_s, max_s, cost)
+        spin_s = wait_request(q, spin_s, nbytes, first_s, max_s, cost)
 
 
-def wait_request(q, spin_s: float, first_s: float = 2e-5, max_s: float = 1e-3,
-                 cost: SleepCost | None = None) -> None:
-    """Complete one raw ``mpi4py.MPI.Request`` with a given spin budget: the inner loop of
-    :func:`wait_mpi`, for callers that wait many times in one operation.
+def wait_request(q, spin_s: float | None = None, nbytes: int = 0, first_s: float = 2e-5,
+                 max_s: float = 1e-3, cost: SleepCost | None = None) -> float | None:
+    """Complete one raw ``mpi4py.MPI.Request`` with the two-phase schedule of :func:`wait_mpi`,
+    reading the spin budget only if the request is not complete at once, and returning it
+    for the operation's next wait.
 
-    A small persistent plan waits twice per step, 12 times per 1 KiB ring
-    allreduce at 4 ranks; reading the budget (:meth:`SleepCost.spin_budget`,
+    A small persistent plan waits up to twice per step, 12 times per 1 KiB
+    ring allreduce at 4 ranks: reading the budget (:meth:`SleepCost.spin_budget`,
     about 0.8 us of Python) once per operation instead of once per wait, and
-    polling with nothing but ``Test``, the clock and ``sched_yield``, took
-    the ring from 1.83-2.00x to 1.55-1.76x MPI's p50 at ``-np 4`` on 2 cores
-    (docs/collectives.md, "Per-step overhead").
+    never where every message is there at the first polls (2 ranks on 2 idle
+    cores), is part of what brought 1-8 KiB ``iallreduce().wait()`` at ``-np 4``
+    from 3.4x to 2.5x MPI's p50 (docs/collectives.md, "Per-call overhead").
 
     Parameters
     ----------
     q : mpi4py.MPI.Request
-        A request whose ``Test`` just returned false (completed on return); the
-        first poll follows a ``sched_yield``.
-    spin_s : float
-        Seconds to poll (yielding the core between polls) before the first sleep:
-        ``cost.spin_budget(nbytes)`` of the operation.
+        A pending or completed request (completed on return).
+    spin_s : float or None
+        The operation's spin budget in seconds, if an earlier wait of it has read it.
+    nbytes : int
+        Payload bytes of the operation (for :meth:`SleepCost.spin_budget`).
     first_s, max_s : float
         Sleep schedule after the spin, in seconds; the first sleep is timed into ``cost``.
     cost : SleepCost, optional
-        The estimate to update (default :data:`SLEEP_COST`).
+        The estimate to read and update (default :data:`SLEEP_COST`).
+
+    Returns
+    -------
+    float or None
+        ``spin_s``, read from ``cost`` here if it was None and the request had to be waited for.
     """
+    if q.Test():
+        return spin_s
+    cost = cost or SLEEP_COST
+    if spin_s is None:
+        spin_s = cost.spin_budget(nbytes)
     spin_until = time.perf_counter() + spin_s
-    while time.perf_counter() < spin_until:
-        _yield()
-        if q.Test():
-            return
     sleep_s = first_s
     while not q.Test():
+        if time.perf_counter() < spin_until:
+            _yield()
+            continue
         if sleep_s == first_s:
-            (cost or SLEEP_COST).sleep(sleep_s)
+            cost.sleep(sleep_s)
         else:
             time.sleep(sleep_s)
         sleep_s = min(sleep_s * 2.0, max_s)
+    return spin_s
