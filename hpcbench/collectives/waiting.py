@@ -59,7 +59,8 @@ import time
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX_S",
-           "SPIN_RATE_BPS", "SPIN_BYTES_MAX_S", "wait_mpi"]
+           "SPIN_RATE_BPS", "SPIN_BYTES_MAX_S", "LARGE_BYTES", "SPIN_LARGE_RATE_BPS",
+           "SPIN_LARGE_MAX_S", "wait_mpi"]
 
 #: shortest and longest spin budget of a wait, in seconds; a node where a short sleep costs
 #: more than ``SPIN_MAX_S`` is oversubscribed, and waits there spin only ``SPIN_MIN_S``
@@ -69,6 +70,10 @@ SPIN_MIN_S, SPIN_MAX_S = 5e-5, 5e-4
 SPIN_RATE_BPS = 1e9
 #: ... but at most this long, in seconds
 SPIN_BYTES_MAX_S = 5e-3
+#: above ``LARGE_BYTES`` bytes (where the persistent plans end and the pipelined generators
+#: run) a wait spins ``b / SPIN_LARGE_RATE_BPS`` seconds, at most ``SPIN_LARGE_MAX_S``
+#: (module docstring, "Large operations on a shared node")
+LARGE_BYTES, SPIN_LARGE_RATE_BPS, SPIN_LARGE_MAX_S = 1 << 20, 1e8, 5e-2
 
 
 class SleepCost:
@@ -132,6 +137,8 @@ class SleepCost:
         """
         v = self.value_s
         base = SPIN_MIN_S if v > SPIN_MAX_S else max(v, SPIN_MIN_S)
+        if nbytes > LARGE_BYTES:
+            return max(base, min(nbytes / SPIN_LARGE_RATE_BPS, SPIN_LARGE_MAX_S))
         if nbytes > 0:
             return max(base, min(nbytes / SPIN_RATE_BPS, SPIN_BYTES_MAX_S))
         return base
