@@ -41,6 +41,23 @@ which could be a whole copy), ring allreduce at ``-np 2`` took 12-16 ms at
 16 MiB against MPI's 5-8 ms; with it, 0.6-0.8x MPI's time
 (docs/collectives.md).
 
+Large operations on a shared node. Above :data:`LARGE_BYTES` (1 MiB, where
+the persistent plans end and the pipelined generators run) the budget is
+``nbytes /`` :data:`SPIN_LARGE_RATE_BPS` (100 MB/s), at most
+:data:`SPIN_LARGE_MAX_S` (50 ms), instead of ``nbytes / 1 GB/s`` capped at
+5 ms. A 4 MiB ring allreduce at ``-np 4`` on 2 cores takes 2.5-4 ms when the
+node is otherwise idle, but 6-23 ms when one or two other processes want the
+cores; its ranks then waited longer than 4 ms for a descheduled neighbour
+(about 0.7 sleeps per call), slept, and woke a time slice later with the
+ring's next segments waiting on them, while MPI's waits never sleep. At
+64 MiB, ``-np 2``, a wait outlasted the 5 ms cap in every call. With the
+larger budget those waits spin (yielding the core, below): 4 MiB ring busbw
+0.78-1.01x MPI's (median 0.93) -> 0.95-1.37x (median 1.05) with two busy
+processes beside ``-np 4``, 64 MiB ring at ``-np 2`` 1.41-1.49x -> 2.26-2.64x
+MPI's (docs/collectives.md, "Large messages at 4 ranks: spinning through
+the transfer"). Waits of at most 1 MiB (the plans' :func:`wait_mpi`
+included) keep the rule above.
+
 Yielding. Every poll of the spin is followed by ``sched_yield``, as MPICH's
 own waits do (``strace -c``: about 4,000 calls in 25 16 MiB
 ``MPI_Allreduce`` at ``-np 2``, 22,500 at ``-np 4`` on 2 cores). Where
@@ -123,7 +140,10 @@ class SleepCost:
         waiter waits for (measurements in the module docstring). A wait
         inside an operation of ``nbytes`` bytes spins at least ``nbytes /``
         :data:`SPIN_RATE_BPS`, up to :data:`SPIN_BYTES_MAX_S`: the waiter's
-        polls are part of a large transfer (module docstring).
+        polls are part of a large transfer (module docstring); above
+        :data:`LARGE_BYTES`, ``nbytes /`` :data:`SPIN_LARGE_RATE_BPS`, up to
+        :data:`SPIN_LARGE_MAX_S` (module docstring, "Large operations on a
+        shared node").
 
         Parameters
         ----------
