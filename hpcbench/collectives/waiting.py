@@ -50,13 +50,15 @@ node is otherwise idle, but 6-23 ms when one or two other processes want the
 cores; its ranks then waited longer than 4 ms for a descheduled neighbour
 (about 0.7 sleeps per call), slept, and woke a time slice later with the
 ring's next segments waiting on them, while MPI's waits never sleep. At
-64 MiB, ``-np 2``, a wait outlasted the 5 ms cap in every call. With the
-larger budget those waits spin (yielding the core, below): 4 MiB ring busbw
-0.78-1.01x MPI's (median 0.93) -> 0.95-1.37x (median 1.05) with two busy
-processes beside ``-np 4``, 64 MiB ring at ``-np 2`` 1.41-1.49x -> 2.26-2.64x
-MPI's (docs/collectives.md, "Large messages at 4 ranks: spinning through
-the transfer"). Waits of at most 1 MiB (the plans' :func:`wait_mpi`
-included) keep the rule above.
+64 MiB, ``-np 2``, about one wait per rank and call outlasted the 5 ms cap
+(60 sleeps in 30 calls on 2 ranks). With the
+larger budget those waits spin (yielding the core, below). Beside one busy
+process at ``-np 4``, 16 MiB ring busbw went from 0.70-0.93x MPI's to
+1.20-1.29x and 64 MiB from 1.28-1.39x to 1.49-1.62x; 4 MiB moved in some
+sets and not in others. At ``-np 2`` on an idle node, 64 MiB went from
+1.46-1.55x to 2.29-2.54x (docs/collectives.md, "Large messages at 4 ranks:
+spinning through the transfer"). Waits of at most 1 MiB (the plans'
+:func:`wait_mpi` included) keep the rule above.
 
 Yielding. Every poll of the spin is followed by ``sched_yield``, as MPICH's
 own waits do (``strace -c``: about 4,000 calls in 25 16 MiB
