@@ -7,7 +7,8 @@ import time
 import pytest
 
 from hpcbench.collectives import waiting
-from hpcbench.collectives.waiting import (SPIN_BYTES_MAX_S, SPIN_MAX_S, SPIN_MIN_S, SPIN_RATE_BPS,
+from hpcbench.collectives.waiting import (LARGE_BYTES, SPIN_BYTES_MAX_S, SPIN_LARGE_MAX_S,
+                                          SPIN_LARGE_RATE_BPS, SPIN_MAX_S, SPIN_MIN_S, SPIN_RATE_BPS,
                                           SleepCost, TwoPhaseBackoff)
 
 
@@ -33,10 +34,23 @@ def test_spin_budget_covers_the_operation_bytes():
     assert cost.spin_budget(1024) == cost.spin_budget() == 1e-4
     mib = 1 << 20
     assert cost.spin_budget(mib) == pytest.approx(mib / SPIN_RATE_BPS)
-    assert cost.spin_budget(1 << 30) == SPIN_BYTES_MAX_S
+    assert cost.spin_budget(LARGE_BYTES) == pytest.approx(min(LARGE_BYTES / SPIN_RATE_BPS,
+                                                              SPIN_BYTES_MAX_S))
     cost.value_s = 2 * SPIN_MAX_S                       # oversubscribed
     assert cost.spin_budget(0) == SPIN_MIN_S
     assert cost.spin_budget(mib) == pytest.approx(mib / SPIN_RATE_BPS)
+
+
+def test_spin_budget_of_large_operations_outlasts_a_time_slice():
+    """Above LARGE_BYTES a wait spins nbytes / SPIN_LARGE_RATE_BPS, capped at SPIN_LARGE_MAX_S,
+    longer than the small-operation cap, and the same on an oversubscribed node."""
+    cost = SleepCost(initial_s=1e-4, weight=1.0)
+    four = 4 << 20
+    assert cost.spin_budget(four) == pytest.approx(four / SPIN_LARGE_RATE_BPS)
+    assert cost.spin_budget(four) > SPIN_BYTES_MAX_S
+    assert cost.spin_budget(1 << 30) == SPIN_LARGE_MAX_S
+    cost.value_s = 2 * SPIN_MAX_S
+    assert cost.spin_budget(four) == pytest.approx(four / SPIN_LARGE_RATE_BPS)
 
 
 def test_spin_yields_the_core_between_polls(monkeypatch):
@@ -45,11 +59,11 @@ def test_spin_yields_the_core_between_polls(monkeypatch):
     monkeypatch.setattr(waiting, "_yield", lambda: yields.append(1))
     monkeypatch.setattr(waiting.time, "sleep", slept.append)
     bo = TwoPhaseBackoff(first_s=1e-5, max_s=1e-5, cost=SleepCost(initial_s=SPIN_MIN_S),
-                         nbytes=int(2e-3 * SPIN_RATE_BPS))
+                         nbytes=int(1e-3 * SPIN_RATE_BPS))
     t0 = time.perf_counter()
     while not slept:
         bo.pause()
-    assert time.perf_counter() - t0 >= 2e-3 * 0.99      # the 2 ms the bytes take, not 50 us
+    assert time.perf_counter() - t0 >= 1e-3 * 0.99      # the 1 ms the bytes take, not 50 us
     n = len(yields)
     assert n >= 1
     bo.pause()

@@ -41,6 +41,25 @@ which could be a whole copy), ring allreduce at ``-np 2`` took 12-16 ms at
 16 MiB against MPI's 5-8 ms; with it, 0.6-0.8x MPI's time
 (docs/collectives.md).
 
+Large operations on a shared node. Above :data:`LARGE_BYTES` (1 MiB, where
+the persistent plans end and the pipelined generators run) the budget is
+``nbytes /`` :data:`SPIN_LARGE_RATE_BPS` (100 MB/s), at most
+:data:`SPIN_LARGE_MAX_S` (50 ms), instead of ``nbytes / 1 GB/s`` capped at
+5 ms. A 4 MiB ring allreduce at ``-np 4`` on 2 cores takes 2.5-4 ms when the
+node is otherwise idle, but 6-23 ms when one or two other processes want the
+cores; its ranks then waited longer than 4 ms for a descheduled neighbour
+(about 0.7 sleeps per call), slept, and woke a time slice later with the
+ring's next segments waiting on them, while MPI's waits never sleep. At
+64 MiB, ``-np 2``, about one wait per rank and call outlasted the 5 ms cap
+(60 sleeps in 30 calls on 2 ranks). With the
+larger budget those waits spin (yielding the core, below). Beside one busy
+process at ``-np 4``, 16 MiB ring busbw went from 0.70-0.93x MPI's to
+1.20-1.29x and 64 MiB from 1.28-1.39x to 1.49-1.62x; 4 MiB moved in some
+sets and not in others. At ``-np 2`` on an idle node, 64 MiB went from
+1.46-1.55x to 2.29-2.54x (docs/collectives.md, "Large messages at 4 ranks:
+spinning through the transfer"). Waits of at most 1 MiB (the plans'
+:func:`wait_mpi` included) keep the rule above.
+
 Yielding. Every poll of the spin is followed by ``sched_yield``, as MPICH's
 own waits do (``strace -c``: about 4,000 calls in 25 16 MiB
 ``MPI_Allreduce`` at ``-np 2``, 22,500 at ``-np 4`` on 2 cores). Where
@@ -59,7 +78,8 @@ import time
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["SleepCost", "SLEEP_COST", "TwoPhaseBackoff", "SPIN_MIN_S", "SPIN_MAX_S",
-           "SPIN_RATE_BPS", "SPIN_BYTES_MAX_S", "wait_mpi", "wait_request"]
+           "SPIN_RATE_BPS", "SPIN_BYTES_MAX_S", "LARGE_BYTES", "SPIN_LARGE_RATE_BPS",
+           "SPIN_LARGE_MAX_S", "wait_mpi", "wait_request"]
 
 #: shortest and longest spin budget of a wait, in seconds; a node where a short sleep costs
 #: more than ``SPIN_MAX_S`` is oversubscribed, and waits there spin only ``SPIN_MIN_S``
@@ -69,6 +89,10 @@ SPIN_MIN_S, SPIN_MAX_S = 5e-5, 5e-4
 SPIN_RATE_BPS = 1e9
 #: ... but at most this long, in seconds
 SPIN_BYTES_MAX_S = 5e-3
+#: above ``LARGE_BYTES`` bytes (where the persistent plans end and the pipelined generators
+#: run) a wait spins ``b / SPIN_LARGE_RATE_BPS`` seconds, at most ``SPIN_LARGE_MAX_S``
+#: (module docstring, "Large operations on a shared node")
+LARGE_BYTES, SPIN_LARGE_RATE_BPS, SPIN_LARGE_MAX_S = 1 << 20, 1e8, 5e-2
 
 
 class SleepCost:
@@ -118,7 +142,10 @@ class SleepCost:
         waiter waits for (measurements in the module docstring). A wait
         inside an operation of ``nbytes`` bytes spins at least ``nbytes /``
         :data:`SPIN_RATE_BPS`, up to :data:`SPIN_BYTES_MAX_S`: the waiter's
-        polls are part of a large transfer (module docstring).
+        polls are part of a large transfer (module docstring); above
+        :data:`LARGE_BYTES`, ``nbytes /`` :data:`SPIN_LARGE_RATE_BPS`, up to
+        :data:`SPIN_LARGE_MAX_S` (module docstring, "Large operations on a
+        shared node").
 
         Parameters
         ----------
@@ -132,6 +159,8 @@ class SleepCost:
         """
         v = self.value_s
         base = SPIN_MIN_S if v > SPIN_MAX_S else max(v, SPIN_MIN_S)
+        if nbytes > LARGE_BYTES:
+            return max(base, min(nbytes / SPIN_LARGE_RATE_BPS, SPIN_LARGE_MAX_S))
         if nbytes > 0:
             return max(base, min(nbytes / SPIN_RATE_BPS, SPIN_BYTES_MAX_S))
         return base
