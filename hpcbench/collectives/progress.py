@@ -226,10 +226,10 @@ class _Engine:
     requests and submissions to a thread asleep for good wake it at once.
 
     The tick adapts. Each tick takes the GIL and a core: at 4 ranks on 2 cores
-    a 1 ms tick made 1-8 KiB ring ``iallreduce().wait()`` take 3.5-4.2x MPI's
-    ``Allreduce`` against 2.8-3.1x with the thread ticking every 50 ms
-    (docs/collectives.md, "Per-step overhead"): a thread woken while its
-    rank's caller spins holds the GIL, or the core, the caller needs next. So a
+    a 1 ms tick made 1-8 KiB ring ``iallreduce().wait()`` take 2.9-4.2x MPI's
+    ``Allreduce`` against 2.7-3.1x with the thread ticking every 50 ms
+    (interleaved; docs/collectives.md, "Per-call overhead"): a thread woken while
+    its rank's caller spins holds the GIL, or the core, the caller needs next. So a
     tick that finds nothing to take over (no submission, or only requests that
     their callers completed, or are driving in ``wait()``) doubles the next one,
     up to :data:`HANDOFF_MAX_S`; a tick that finds a request nobody drives

@@ -264,7 +264,8 @@ def wait_request(q, spin_s: float | None = None, nbytes: int = 0, first_s: float
     about 0.8 us of Python) once per operation instead of once per wait, and
     never where every message is there at the first polls (2 ranks on 2 idle
     cores), is part of what brought 1-8 KiB ``iallreduce().wait()`` at ``-np 4``
-    from 3.4x to 2.5x MPI's p50 (docs/collectives.md, "Per-call overhead").
+    from a median 3.2-3.7x to 2.5-2.9x MPI's p50 (docs/collectives.md,
+    "Per-call overhead").
 
     Parameters
     ----------
