@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,9 +15,29 @@ from hpcbench.runtime.wait import Backoff
 
 
 def test_small_buffers_take_recursive_doubling_or_tree():
+    eager = CROSSOVER["eager"]
+    assert 0 < eager < CROSSOVER["small"]
     for p in (1, 2, 3, 64):
-        assert choose_algorithm(CROSSOVER["small"] - 1, p) == "recursive_doubling"
+        assert choose_algorithm(eager, p) == "recursive_doubling"
         assert choose_algorithm(0, p, deterministic=True) == "tree"
+
+
+def test_no_full_vector_above_the_eager_limit():
+    """Between the eager limit and ``small``, no rendezvous-sized full vectors: the ring at
+    2 ranks, Rabenseifner above (deterministic either way)."""
+    for nbytes in (CROSSOVER["eager"] + 1, CROSSOVER["small"] - 1):
+        assert choose_algorithm(nbytes, 2) == "ring"
+        assert choose_algorithm(nbytes, 4) == choose_algorithm(nbytes, 64) == "rabenseifner"
+        assert choose_algorithm(nbytes, 4, deterministic=True) == "rabenseifner"
+
+
+def test_eager_crossover_follows_the_setting():
+    code = ("from hpcbench.collectives import CROSSOVER, choose_algorithm; "
+            "print(CROSSOVER['eager'], choose_algorithm(4096, 4), choose_algorithm(4097, 4))")
+    env = {**os.environ, "HPCBENCH_EAGER_BYTES": "4096"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["4096", "recursive_doubling", "rabenseifner"]
 
 
 def test_ring_needs_larger_buffers_on_more_ranks():

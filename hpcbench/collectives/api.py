@@ -43,24 +43,34 @@ from hpcbench.collectives.persistent import PLAN_MAX_BYTES, Plan, SlotPlan, Tagg
 from hpcbench.collectives.planned import PlannedRequest, SlotRequest
 from hpcbench.collectives.progress import Request, submit
 from hpcbench.collectives.transport import Transport
+from hpcbench.runtime.chunked import eager_bytes
 
 __all__ = ["allreduce", "iallreduce", "reduce_scatter", "ireduce_scatter", "allgather",
            "iallgather", "bcast", "ibcast", "choose_algorithm", "CROSSOVER", "Request"]
 
 #: ``auto`` crossover points, in bytes, measured with
 #: ``mpiexec -n 2 python -m hpcbench.collectives.bench -b 8 -e 64M -f 4`` on a
-#: 2-core node (see docs/collectives.md): below ``small`` (whole buffer)
-#: recursive doubling (latency-optimal); the ring once each rank's block of the
-#: buffer (``nbytes / nranks``) reaches ``medium / 2`` (at 2 ranks: a
-#: ``medium`` buffer); Rabenseifner in between.
-CROSSOVER = {"small": 16 << 10, "medium": 256 << 10}
+#: 2-core node (see docs/collectives.md): below ``small`` (whole buffer), and
+#: at most ``eager`` (the MPI library's eager limit, ``HPCBENCH_EAGER_BYTES``,
+#: read at import), recursive doubling (latency-optimal); the ring once each
+#: rank's block of the buffer (``nbytes / nranks``) reaches ``medium / 2`` (at
+#: 2 ranks: above ``eager``); Rabenseifner in between.
+CROSSOVER = {"small": 16 << 10, "medium": 256 << 10, "eager": eager_bytes()}
 
 
 def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> str:
     """The algorithm ``"auto"`` uses for a ``nbytes`` buffer on ``nranks`` ranks.
 
-    Below ``CROSSOVER["small"]`` bytes: recursive doubling (``tree`` when
-    ``deterministic``), ``log2 p`` full-vector steps. Above: the ring once the
+    Below ``CROSSOVER["small"]`` bytes, and at most ``CROSSOVER["eager"]``:
+    recursive doubling (``tree`` when ``deterministic``), ``log2 p``
+    full-vector steps. A full vector above the MPI library's eager limit goes
+    by rendezvous, a handshake that needs both ranks inside MPI; with ranks
+    drifting out of step (calls back to back, no barrier) and waiting ranks
+    sleeping, recursive doubling of 8-12 KiB at 4 ranks on 2 cores took
+    13-26x MPI's time per call, against 1.1-1.2x just below the limit
+    (``scripts/allreduce_percall.py``, docs/collectives.md, "Small messages at
+    4 ranks: per-call overhead"); Rabenseifner's and the ring's messages are
+    a half to a ``p``-th of the vector. Above: the ring once the
     block each rank owns, ``nbytes / nranks``, is at least
     ``CROSSOVER["medium"] / 2``, else Rabenseifner. Both send ``2 (p-1)/p``
     of the buffer per rank, but the ring takes ``2 (p-1)`` latency steps
@@ -94,7 +104,7 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> s
     if nranks < 1 or nbytes < 0:
         raise ValueError(f"choose_algorithm: need nranks >= 1 and nbytes >= 0, "
                          f"got nranks={nranks!r}, nbytes={nbytes!r}")
-    if nbytes < CROSSOVER["small"]:
+    if nbytes < CROSSOVER["small"] and nbytes <= CROSSOVER["eager"]:
         return "tree" if deterministic else "recursive_doubling"
     if nranks == 2 or 2 * nbytes >= CROSSOVER["medium"] * nranks:
         return "ring"
