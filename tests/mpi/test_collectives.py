@@ -220,17 +220,19 @@ def test_bad_arguments(comm):
 
 
 def test_small_fast_path_matches_generator(comm):
-    """The blocking small-message fast path gives the bytes of the recursive_doubling
-    generator (driven through iallreduce), for every dtype/op, shape, in place or not."""
+    """The blocking small-message fast path gives the bytes of the generator of the
+    algorithm it runs (recursive_doubling, and what ``auto`` resolves to: recursive
+    doubling up to the eager limit), driven through iallreduce, for every dtype/op,
+    shape, in place or not."""
     n = comm.size
     for count in (1, 5, 256, 1000):
         for dtype in ("float32", "float64", "int64"):
             for op in OPS:
                 x = _data(comm, count, dtype, seed=3)
-                want = hc.iallreduce(x, op=op, algorithm="recursive_doubling",
-                                     comm=comm).wait()
                 ref = _reference(comm, x, op)
                 for alg in ("auto", "recursive_doubling"):
+                    resolved = hc.choose_algorithm(x.nbytes, n) if alg == "auto" else alg
+                    want = hc.iallreduce(x, op=op, algorithm=resolved, comm=comm).wait()
                     y = hc.allreduce(x, op=op, algorithm=alg, comm=comm)
                     _check(y, ref, dtype, op, n)
                     assert y.tobytes() == want.tobytes()
