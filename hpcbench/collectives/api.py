@@ -452,13 +452,10 @@ def _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport):
             and last[2] == op and last[3] == algorithm and last[4] == deterministic
             and x.dtype is last[5] and x.size == last[6][4] and x.flags.c_contiguous
             and out.flags.writeable):
-        key = last[6]               # the arrays of the last call: its key, found by identity
-        plans = ctx.slot_plans
-        plan = plans.take(key)
-        if plan is not None:
-            return submit(ctx.slots.take(SlotRequest, plan, plans, key, out, None, None))
-        src = x
+        key, src = last[6], x       # the arrays of the last call: its key, found by identity
+        hit = True
     else:
+        hit = False
         n, dt = tr.size, x.dtype
         alg = choose_algorithm(x.nbytes, n, deterministic) if algorithm == "auto" else algorithm
         a = _alg.find(alg) if isinstance(alg, str) else None
@@ -495,7 +492,7 @@ def _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport):
         dst = src.reshape(-1) if key[5] == key[6] else out.reshape(-1)
         plan = SlotPlan(tr, sched, src.reshape(-1), dst, _PLAN_UFUNC[op],
                         tr.size if op == "avg" else 0)
-    if keep is None:
+    if keep is None and not hit:    # a hit leaves ctx.slot_last as it is: the same call
         ctx.slot_last = (x, out, op, algorithm, deterministic, x.dtype, key)
     return submit(ctx.slots.take(SlotRequest, plan, plans, key, out, None, keep))
 

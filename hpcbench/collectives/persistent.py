@@ -53,7 +53,8 @@ from mpi4py import MPI
 from hpcbench.collectives.waiting import wait_request
 from hpcbench.runtime.finalize import before_finalize
 
-__all__ = ["Span", "Step", "Schedule", "post_points", "Plan", "TaggedPlan", "SlotPlan", "PlanCache",
+__all__ = ["Span", "Step", "Schedule", "post_points", "run_steps", "Plan", "TaggedPlan", "SlotPlan",
+           "PlanCache",
            "sweep_freed", "clear_plans",
            "PLAN_MAX_BYTES", "PLANS_KEPT", "NO_CALL", "cancel_receives"]
 
@@ -262,22 +263,7 @@ class Plan:
             later receives posted (:func:`post_points`), to be matched by its
             peers' next call, and its peers waiting for its later sends.
         """
-        nbytes = self.nbytes
-        spin_s = None               # the spin budget, read at the first real wait
-        err = None
-        for posted, rq, sq, ops in self.steps:
-            for q in posted:
-                q.Start()
-            sq.Start()
-            if not rq.Test():
-                spin_s = wait_request(rq, spin_s, nbytes)
-            if not sq.Test():
-                spin_s = wait_request(sq, spin_s, nbytes)
-            for f, a, b, out in ops:
-                try:
-                    f(a, b, out=out)
-                except Exception as exc:  # noqa: BLE001 - raised once every message has gone
-                    err = err or exc
+        err = run_steps(self.steps, 0, len(self.steps), False, self.nbytes)
         self._tr.count(self.nbytes_sent, self.messages)
         if err is not None:
             raise err
@@ -289,6 +275,57 @@ class Plan:
         _free_steps(self.steps, self._requests)
         self._requests = []
         self.steps = ()
+
+
+def run_steps(steps: tuple, k: int, end: int, started: bool, nbytes: int) -> Exception | None:
+    """Run steps ``k`` to ``end - 1`` of persistent steps (:attr:`Plan.steps`, or a
+    :class:`SlotPlan`'s), blocking: start each step's receives posted at it and its
+    send, wait for its receive and its send
+    (:func:`~hpcbench.collectives.waiting.wait_request`, the spin budget read at
+    most once), then run its reductions. The step loop of :meth:`Plan.run` and of
+    :meth:`SlotRequest.wait <hpcbench.collectives.planned.SlotRequest.wait>`,
+    written once and called once per run, not per step.
+
+    Parameters
+    ----------
+    steps : tuple
+        ``(receives started at it, receive, send, ops)`` per step.
+    k, end : int
+        First step and one past the last step to run.
+    started : bool
+        Step ``k``'s messages were already started (by a nonblocking pass).
+    nbytes : int
+        Payload bytes of the operation (its waits' spin budget).
+
+    Returns
+    -------
+    Exception or None
+        The first exception a reduction raised; the steps after it still ran, so
+        every message has gone (see :meth:`Plan.run`).
+
+    Raises
+    ------
+    mpi4py.MPI.Exception
+        An MPI call failed.
+    """
+    spin_s = None
+    err = None
+    for posted, rq, sq, ops in steps[k:end]:
+        if not started:
+            for q in posted:
+                q.Start()
+            sq.Start()
+        started = False
+        if not rq.Test():
+            spin_s = wait_request(rq, spin_s, nbytes)
+        if not sq.Test():
+            spin_s = wait_request(sq, spin_s, nbytes)
+        for f, a, b, out in ops:
+            try:
+                f(a, b, out=out)
+            except Exception as exc:  # noqa: BLE001 - returned once every message has gone
+                err = err or exc
+    return err
 
 
 def _persistent_steps(tr, tag: int, bound: list[tuple], points: list[int]) -> tuple[tuple, list]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from threading import Lock
 
-from hpcbench.collectives.persistent import NO_CALL, cancel_receives
+from hpcbench.collectives.persistent import NO_CALL, cancel_receives, run_steps
 from hpcbench.collectives.progress import Request
 from hpcbench.collectives.waiting import wait_request
 
@@ -98,10 +98,8 @@ class PlannedRequest(Request):
                 if not (rq.Test() and sq.Test()):
                     if not block:
                         return moved
-                    if not rq.Test():
-                        spin_s = wait_request(rq, spin_s, self.nbytes)
-                    if not sq.Test():
-                        spin_s = wait_request(sq, spin_s, self.nbytes)
+                    spin_s = wait_request(rq, spin_s, self.nbytes)
+                    spin_s = wait_request(sq, spin_s, self.nbytes)
                 self._reduce(ops)
                 recvs[k] = self._send = None
                 k = self._k = k + 1
@@ -254,29 +252,15 @@ class SlotRequest(PlannedRequest):
     def _run_blocking(self, most: int) -> bool:
         """The blocking form of :meth:`_steps` (a caller in :meth:`wait` holds the lock):
         up to ``most`` steps, each waited for as :meth:`Plan.run
-        <hpcbench.collectives.persistent.Plan.run>` waits, with the step counter kept in
-        a local and stored once; True (something moved)."""
+        <hpcbench.collectives.persistent.Plan.run>` waits
+        (:func:`~hpcbench.collectives.persistent.run_steps`); True (something moved)."""
         steps = self._psteps
-        k, end = self._k, min(self._k + most, len(steps))
-        started = self._started
-        nbytes, spin_s = self.nbytes, None
+        end = min(self._k + most, len(steps))
         try:
-            while k < end:
-                posted, rq, sq, ops = steps[k]
-                if not started:
-                    for q in posted:
-                        q.Start()
-                    sq.Start()
-                if not rq.Test():
-                    spin_s = wait_request(rq, spin_s, nbytes)
-                if not sq.Test():
-                    spin_s = wait_request(sq, spin_s, nbytes)
-                started = False
-                if ops:
-                    self._reduce(ops)
-                k += 1
-            self._k, self._started = k, False
-            if k == len(steps):
+            err = run_steps(steps, self._k, end, self._started, self.nbytes)
+            self._exc = self._exc or err
+            self._k, self._started = end, False
+            if end == len(steps):
                 self._complete()
         except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
             self._plan.free()           # cancels the receives posted ahead
