@@ -30,6 +30,9 @@ class RecordingSync(Synchroniser):
         self.calls.append((index, arr.size, str(arr.dtype)))
         return index
 
+    def mix_memory_s(self, profile):
+        return 2 * profile.axpy_s
+
 
 def _profile(model) -> ComputeProfile:
     params = [p for p in model.parameters() if p.requires_grad]
@@ -77,6 +80,21 @@ def test_emulated_model_averaging_exchanges_a_model_sized_buffer():
     rec = EmulatedWorker(sync, prof, BatchState((8,), 0.1, 0), 8, 4 * 100, True, TimeDilation(1.0)).step(3)
     assert sync.calls == [(3, 1000, "float32")]
     assert rec.step_s >= prof.compute_s and rec.comm_span_s >= 0.0
+
+
+def test_emulated_model_averaging_sleeps_the_copy_and_the_mix_of_the_model():
+    """The real worker copies the model into its send buffer before the exchange starts and mixes the result in
+    after it: the emulated one sleeps the profiled passes there (copy_s, then the synchroniser's mix_memory_s)."""
+    from hpcbench.train.emulated import EmulatedWorker
+
+    prof = ComputeProfile(1e-3, 2e-3, 1e-3, np.array([2e-3, 0.0]), (300, 700), copy_s=0.03, axpy_s=0.02)
+    rec = EmulatedWorker(RecordingSync("models"), prof, BatchState((8,), 0.1, 0), 8, 4 * 100, True,
+                         TimeDilation(1.0)).step(0)
+    want = prof.compute_s + 0.03 + 2 * 0.02
+    assert want <= rec.compute_s < want + 0.02
+    assert rec.forward_s >= 0.03 + prof.forward_s       # the copy comes before the forward
+    assert rec.optimizer_s >= 0.04 + prof.optimizer_s   # the mix before the optimizer step
+    assert rec.comm_span_s >= 0.03                      # counted from the step's start, as the real worker does
 
 
 def test_emulated_compute_follows_the_batch_size_the_context_holds():

@@ -203,6 +203,23 @@ class Synchroniser(ABC):
         """Write the averaged model into ``params`` (1-D float32) from the completed buffer."""
         raise NotImplementedError
 
+    def mix_memory_s(self, profile) -> float:
+        """What :meth:`mix` costs on the profiled device, from its memory passes over the model.
+
+        Parameters
+        ----------
+        profile : hpcbench.train.profile.ComputeProfile
+            Its ``copy_s``, ``scale_s`` and ``axpy_s`` (seconds per pass over
+            the flat model).
+
+        Returns
+        -------
+        float
+            Seconds; the emulated worker sleeps them after :meth:`wait`,
+            where the real worker mixes (:mod:`hpcbench.train.emulated`).
+        """
+        raise NotImplementedError
+
     # -- "wrapped" -----------------------------------------------------------------------------
     def wrap(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
              on_bucket: Callable[[torch.Tensor], None]):

@@ -46,3 +46,7 @@ class PairSync(Synchroniser):
     def mix(self, params, communicated, step):
         params.copy_(communicated)
 
+    def mix_memory_s(self, profile):
+        """A copy of the model."""
+        return profile.copy_s
+

@@ -61,3 +61,7 @@ class SMASync(Synchroniser):
         a = self.config.alpha
         params.mul_(1.0 - a).add_(communicated, alpha=a)
 
+    def mix_memory_s(self, profile):
+        """A scale and an axpy over the model."""
+        return profile.scale_s + profile.axpy_s
+

@@ -150,10 +150,12 @@ class EmulatedWorker:
         p, rec = self.profile, StepRecord()
         t0 = self.clock()
         if self.buckets is None:
+            self._sleep_until(t0 + p.copy_s, False)     # the real worker copies the model into its send buffer
             self._handle, self._done = self.sync.start(self.model_buffer, t), math.nan
-            self._sleep_until(t0 + p.forward_s, True)
+            ts = self.clock()
+            self._sleep_until(ts + p.forward_s, True)
             tb = self.clock()
-            self._sleep_until(t0 + p.forward_s + p.backward_s, True)
+            self._sleep_until(ts + p.forward_s + p.backward_s, True)
             t1 = self.clock()
             self._poll()
             self.sync.wait(self._handle)
@@ -173,7 +175,8 @@ class EmulatedWorker:
             b.finish()
             t2 = self.clock()
             rec.comm_span_s = b.times.span()
-        self._sleep_until(t2 + p.optimizer_s, False)
+        mix_s = 0.0 if self.buckets is not None else self.sync.mix_memory_s(p)
+        self._sleep_until(t2 + mix_s + p.optimizer_s, False)
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
         rec.start_s, rec.forward_s, rec.backward_s, rec.optimizer_s = t0, tb - t0, t1 - tb, t4 - t2

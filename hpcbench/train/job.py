@@ -259,7 +259,8 @@ class TrainJob(Job):
                     buckets=len(self.plan.buckets), bucket_bytes=self.bucket_bytes,
                     compute_time_source=prof.source, profile_file=cfg.profile_file or "",
                     forward_s=prof.forward_s, backward_s=prof.backward_s,
-                    optimizer_s=prof.optimizer_s, synchronisers=",".join(cfg.sync_labels()), overlap=cfg.overlap,
+                    optimizer_s=prof.optimizer_s, model_copy_s=prof.copy_s, model_scale_s=prof.scale_s,
+                    model_axpy_s=prof.axpy_s, synchronisers=",".join(cfg.sync_labels()), overlap=cfg.overlap,
                     schedule=cfg.schedule, host_staging=self.host_staging, step_clock=cfg.step_clock.kind,
                     step_clock_link=cfg.step_clock.describe() if getattr(self, "clock", None) else "",
                     **self._gpu_provenance())

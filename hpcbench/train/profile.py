@@ -11,7 +11,7 @@ first needed (:attr:`ComputeProfile.param_need_s`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,6 +45,15 @@ class ComputeProfile:
     device : str
         What computed the profile: ``"cpu"``, or the GPU's name (``"NVIDIA
         H100 80GB HBM3"``); ``""`` when unknown (older files, given times).
+    copy_s, scale_s, axpy_s : float
+        One pass over the whole model as a flat float32 vector on the
+        profiling device, warm buffers: ``y.copy_(x)``, ``y.mul_(c)`` and
+        ``y.add_(x, alpha=c)``. A model-averaging synchroniser's memory work
+        outside its allreduce is made of these (copying the model into the
+        send buffer, mixing the result in), and the emulated worker replays it
+        (:meth:`hpcbench.sync.base.Synchroniser.exchange_memory_s`). 0 when
+        not profiled (older files, ``whatif``); memory work, so
+        :meth:`scaled_to` and :meth:`at_batch` keep them.
     """
 
     forward_s: float
@@ -55,6 +64,9 @@ class ComputeProfile:
     source: str = "measured"
     param_need_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     device: str = ""
+    copy_s: float = 0.0
+    scale_s: float = 0.0
+    axpy_s: float = 0.0
 
     def need_times(self) -> np.ndarray:
         """:attr:`param_need_s`, or (not profiled) ``forward_s * i / n`` for parameter ``i`` of ``n``."""
@@ -71,15 +83,19 @@ class ComputeProfile:
     def scaled_to(self, compute_s: float) -> "ComputeProfile":
         """The same shares and gradient timeline, stretched to a step of ``compute_s`` seconds."""
         k = compute_s / self.compute_s
-        return ComputeProfile(self.forward_s * k, self.backward_s * k, self.optimizer_s * k,
-                              self.param_ready_s * k, self.numels, "given", self.param_need_s * k, self.device)
+        return replace(self, forward_s=self.forward_s * k, backward_s=self.backward_s * k,
+                       optimizer_s=self.optimizer_s * k, param_ready_s=self.param_ready_s * k, source="given",
+                       param_need_s=self.param_need_s * k)
 
 
     def slowed(self, factor: float) -> "ComputeProfile":
         """This profile on a device ``factor`` times slower: every time (forward, backward, optimizer, the
-        gradients' ready and need times) times ``factor`` (a per-rank speed factor, :mod:`hpcbench.traces.speed`)."""
-        return ComputeProfile(self.forward_s * factor, self.backward_s * factor, self.optimizer_s * factor,
-                              self.param_ready_s * factor, self.numels, self.source, self.param_need_s * factor)
+        gradients' ready and need times, the model's memory passes) times ``factor`` (a per-rank speed factor,
+        :mod:`hpcbench.traces.speed`)."""
+        return replace(self, forward_s=self.forward_s * factor, backward_s=self.backward_s * factor,
+                       optimizer_s=self.optimizer_s * factor, param_ready_s=self.param_ready_s * factor,
+                       param_need_s=self.param_need_s * factor, device="", copy_s=self.copy_s * factor,
+                       scale_s=self.scale_s * factor, axpy_s=self.axpy_s * factor)
 
     def at_batch(self, factor: float) -> "ComputeProfile":
         """This step at ``factor`` times the profiled batch: forward and backward (and the gradients' ready and
@@ -89,9 +105,8 @@ class ComputeProfile:
         """
         if factor == 1.0:
             return self
-        return ComputeProfile(self.forward_s * factor, self.backward_s * factor, self.optimizer_s,
-                              self.param_ready_s * factor, self.numels, self.source, self.param_need_s * factor,
-                              self.device)
+        return replace(self, forward_s=self.forward_s * factor, backward_s=self.backward_s * factor,
+                       param_ready_s=self.param_ready_s * factor, param_need_s=self.param_need_s * factor)
 
 
 def parameter_owners(model: torch.nn.Module, params) -> list:
@@ -134,7 +149,8 @@ def profile_compute(model: torch.nn.Module, batches, steps: int = 3, lr: float =
     ComputeProfile
         With ``param_need_s`` from forward pre-hooks on every module that
         owns parameters (a parameter never used in forward gets ``forward_s``),
-        and ``device`` naming the CPU or GPU.
+        ``device`` naming the CPU or GPU, and the model's memory passes
+        (``copy_s``, ``scale_s``, ``axpy_s``) timed on the same device.
     """
     import torch
 
@@ -183,9 +199,31 @@ def profile_compute(model: torch.nn.Module, batches, steps: int = 3, lr: float =
         for h in hooks:
             h.remove()
     f, b, o = np.median(np.array(rows), axis=0)
+    passes = _model_passes(params, steps, clock)
     return ComputeProfile(float(f), float(b), float(o), np.median(np.array(readies), axis=0),
                           tuple(p.numel() for p in params), "measured", np.median(np.array(needs), axis=0),
-                          _device_name(clock.device))
+                          _device_name(clock.device), *passes)
+
+
+def _model_passes(params, steps: int, clock) -> tuple:
+    """Medians over ``steps`` (after one warm-up) of one ``copy_``, ``mul_`` and ``add_(alpha=)`` pass over
+    the model flattened (``copy_s``, ``scale_s``, ``axpy_s`` of :class:`ComputeProfile`)."""
+    import torch
+
+    with torch.no_grad():
+        x = torch.nn.utils.parameters_to_vector(params).detach()
+        y = x.clone()
+        ops = (lambda: y.copy_(x), lambda: y.mul_(0.5), lambda: y.add_(x, alpha=0.5))
+        rows = []
+        for s in range(steps + 1):
+            clock.synchronize()
+            marks = [clock.mark()]
+            for op in ops:
+                op()
+                marks.append(clock.mark())
+            if s:
+                rows.append([clock.seconds(a, b) for a, b in zip(marks, marks[1:])])
+    return tuple(float(v) for v in np.median(np.array(rows), axis=0))
 
 
 def _device_name(device) -> str:
@@ -235,4 +273,5 @@ def load_profile(path, model: str) -> ComputeProfile:
         raise ValueError("its profile table is empty")
     return ComputeProfile(float(attrs["forward_s"]), float(attrs["backward_s"]), float(attrs["optimizer_s"]),
                           np.asarray(t["ready_s"], dtype=np.float64), tuple(int(n) for n in t["numel"]), "file",
-                          np.asarray(t["need_s"], dtype=np.float64), str(attrs.get("profile_device", "")))
+                          np.asarray(t["need_s"], dtype=np.float64), str(attrs.get("profile_device", "")),
+                          *(float(attrs.get(k, 0.0)) for k in ("model_copy_s", "model_scale_s", "model_axpy_s")))

@@ -128,7 +128,8 @@ class ClockProfile:
         base = self.base
         share = bw / base.backward_s if base.backward_s > 0 else 0.0
         return ComputeProfile(float(f), float(bw), float(o), base.param_ready_s * share, base.numels, "modelled",
-                              base.param_need_s * (f / base.forward_s if base.forward_s > 0 else 0.0), base.device)
+                              base.param_need_s * (f / base.forward_s if base.forward_s > 0 else 0.0), base.device,
+                              base.copy_s, base.scale_s, base.axpy_s)
 
     def rows(self) -> dict:
         """The ``clock_profile`` table's columns."""

@@ -103,6 +103,7 @@ class Worker:
                 self._priority_setup(lr)
         else:
             self._handle, self._done = None, math.nan
+            self._flat, self._send, self._ptrs = None, None, ()
             # the model's exchange completes in the background: note when, from backward's hooks
             self._hooks = [p.register_post_accumulate_grad_hook(lambda p: self._poll()) for p in self.params]
 
@@ -290,18 +291,33 @@ class Worker:
         self._times(rec, t0, t1, t4 - t3)
         return rec
 
+    def _model_flat(self) -> torch.Tensor:
+        """The parameters as views of one flat tensor, made at the first model step and again whenever
+        something gave a parameter other storage (a policy's broadcast, a restore); with the send buffer
+        beside it, no step allocates or flattens the model (each 46.8 MB allocation of ResNet-18 cost its
+        page faults, about 30 ms on one CPU core)."""
+        params = self.params
+        if self._flat is None or any(p.data_ptr() != q for p, q in zip(params, self._ptrs)):
+            with torch.no_grad():
+                flat = torch.nn.utils.parameters_to_vector(params).detach()
+                torch.nn.utils.vector_to_parameters(flat, params)
+            self._flat, self._ptrs = flat, tuple(p.data_ptr() for p in params)
+            if self._send is None or self._send.shape != flat.shape:
+                self._send = torch.empty_like(flat)
+        return self._flat
+
     def _real_models(self, t: int, batch) -> StepRecord:
         rec = StepRecord()
         t0 = self.clock()
-        vec = torch.nn.utils.parameters_to_vector(self.params).detach()
-        buf = vec.clone()
+        vec = self._model_flat()
+        buf = self._send
+        buf.copy_(vec)
         self._start_model(buf, t)
         rec.loss = self._forward_backward(batch)
         t1 = self.clock()
         rec.comm_span_s = self._finish_model(t0)
         t2 = self.clock()
-        self.sync.mix(vec, buf, t)
-        torch.nn.utils.vector_to_parameters(vec, self.params)
+        self.sync.mix(vec, buf, t)      # the parameters are views of vec: mixed in place
         self._optimize()
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0

@@ -175,6 +175,40 @@ def test_model_averaging_converges_on_digits(comm, arrays, name):
     assert rec.comm_span_s >= 0 and np.isfinite(rec.exposed_s)
 
 
+def test_sma_is_kungfus_update_and_follows_parameters_given_new_storage(comm, arrays):
+    """Each step ``v <- (1 - a) v + a mean(v) - lr grad(v)``, checked against the same update computed here with
+    MPI's allreduce; the model lives in one flat buffer whose views are the parameters, and a parameter given
+    other storage between steps (as a policy's broadcast does) is taken into it, not lost."""
+    from mpi4py import MPI
+
+    worker, feed = _worker("sma", comm, arrays, lr=0.3, seed=1)
+    a = worker.sync.config.alpha
+    ref = build_model("digits_mlp", 0)
+    refp = list(ref.parameters())
+    try:
+        for t in range(4):
+            if t == 2:      # new storage for one parameter, on the worker and the reference alike
+                for p in (worker.params[0], refp[0]):
+                    p.data = p.data.clone() + 0.01
+            x, y = feed()
+            v = torch.nn.utils.parameters_to_vector(refp).detach().clone()
+            mean = v.clone()
+            comm.Allreduce(MPI.IN_PLACE, mean.numpy(), op=MPI.SUM)
+            mean /= comm.size
+            loss = torch.nn.functional.cross_entropy(ref(x), y)
+            grads = torch.autograd.grad(loss, refp)
+            v = (1 - a) * v + a * mean - 0.3 * torch.cat([g.reshape(-1) for g in grads])
+            torch.nn.utils.vector_to_parameters(v, refp)
+            worker.step(t, (x, y))
+            got = torch.nn.utils.parameters_to_vector(worker.params).detach()
+            np.testing.assert_allclose(got.numpy(), v.numpy(), rtol=1e-5, atol=1e-6)
+            flat = worker._model_flat()
+            assert all(p.data_ptr() == flat[0:1].data_ptr() + 4 * off for p, off in
+                       zip(worker.params, np.cumsum([0] + [p.numel() for p in worker.params])[:-1]))
+    finally:
+        worker.close()
+
+
 @pytest.mark.parametrize("name,model", [("ring", "digits_mlp"), ("rabenseifner", "digits_cnn")])
 def test_priority_schedule_trains_the_same_model_as_fifo(comm, arrays, name, model):
     """Buckets reduced in another order, each bucket's update taken in the next forward's pre-hook: the same
