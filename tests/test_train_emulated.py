@@ -95,6 +95,10 @@ def test_emulated_model_averaging_sleeps_the_copy_and_the_mix_of_the_model():
     assert rec.forward_s >= 0.03 + prof.forward_s       # the copy comes before the forward
     assert rec.optimizer_s >= 0.04 + prof.optimizer_s   # the mix before the optimizer step
     assert rec.comm_span_s >= 0.03                      # counted from the step's start, as the real worker does
+    # another device's compute time scales its memory passes alike; another batch keeps them
+    fast = prof.scaled_to(prof.compute_s / 10)
+    assert (fast.copy_s, fast.axpy_s) == pytest.approx((0.003, 0.002))
+    assert prof.at_batch(2.0).copy_s == 0.03
 
 
 def test_emulated_compute_follows_the_batch_size_the_context_holds():

@@ -48,6 +48,13 @@ def test_prediction_replays_the_bucket_timeline():
     # model averaging: the exchange of the whole model runs from the start of the step
     step, eff, _ = predict_step(prof, [4e7, 4e7], [0.05, 0.2], link_cost(get("pair"), 8, a, b), averages="models")
     assert step == pytest.approx(max(0.3, a + 8e7 * b) + 0.01)
+    # the copy into the send buffer before the exchange and the mixing after it lengthen the step
+    passes = ComputeProfile(0.1, 0.2, 0.01, np.zeros(0), (), copy_s=0.004, scale_s=0.002, axpy_s=0.005)
+    sma_sync = get("sma")(None)
+    step, eff, _ = predict_step(passes, [4e7, 4e7], [0.05, 0.2], link_cost(sma_sync, 8, a, b), averages="models",
+                                mix_s=sma_sync.mix_memory_s(passes))
+    assert step == pytest.approx(0.004 + max(0.3, predict_allreduce("auto", 8e7, 8, a, b)) + 0.007 + 0.01)
+    assert eff == pytest.approx(0.31 / step)
     sma = get("sma")      # its allreduce is an option of the entry
     for alg in ("auto", "tree"):
         cost = link_cost(sma(None, config=sma.Config(algorithm=alg)), 8, a, b)

@@ -53,7 +53,7 @@ def link_cost(sync, p: int, alpha_s: float, beta_s_per_byte: float) -> Callable[
 
 def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[int], float] | None,
                  averages: str = "gradients", schedule: str = "fifo",
-                 bucket_need_s=None) -> tuple[float, float, float]:
+                 bucket_need_s=None, mix_s: float = 0.0) -> tuple[float, float, float]:
     """Predicted step time, efficiency (compute / step) and communication time per step.
 
     Parameters
@@ -68,6 +68,11 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[
     schedule : {"fifo", "priority"}
         ``"priority"``: :func:`hpcbench.train.priority.predict_priority_step`
         (gradients only), which needs ``bucket_need_s``.
+    mix_s : float
+        ``"models"``: the synchroniser's mixing after the exchange, seconds
+        (:meth:`hpcbench.sync.base.Synchroniser.mix_memory_s`); with the copy of
+        the model into the send buffer before it (``profile.copy_s``) it
+        lengthens the step as it does on the worker, outside the overlap.
     bucket_need_s : array_like, shape (n_buckets,), optional
         When the next forward first needs each bucket (seconds from its start).
 
@@ -87,11 +92,12 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[
         cost = [message_time(int(nb)) for nb in bucket_bytes]
         return predict_priority_step(profile, np.asarray(bucket_bytes) / 4, bucket_ready_s, bucket_need_s, cost)
     if averages == "models":
-        comm = comm_end = message_time(int(np.sum(bucket_bytes)))
-    else:
-        comm = comm_end = 0.0
-        for nbytes, r in zip(bucket_bytes, bucket_ready_s):
-            t = message_time(int(nbytes))
-            comm_end, comm = max(f + r, comm_end) + t, comm + t
+        comm = message_time(int(np.sum(bucket_bytes)))
+        step = profile.copy_s + max(f + b, comm) + mix_s + o
+        return step, (f + b + o) / step, comm     # as the report's ideal: the profile's compute alone
+    comm = comm_end = 0.0
+    for nbytes, r in zip(bucket_bytes, bucket_ready_s):
+        t = message_time(int(nbytes))
+        comm_end, comm = max(f + r, comm_end) + t, comm + t
     step = max(f + b, comm_end) + o
     return step, (f + b + o) / step, comm

@@ -45,7 +45,9 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
     ``r + 1``), preceded by an exchange of counts (one int64 per rank) unless
     the compressor is ``fixed_size``. Each received block is decoded while
     the next step is on the wire. With ``output="dense"`` the output is
-    zeroed while the first block is on the wire, and once all blocks are in,
+    zeroed in ``P - 1`` slices, one while each step is on the wire (a 100 MB
+    output takes 16 ms to zero on one core of the development machine,
+    against 10 ms of wire per step at 1 Gbit/s), and once all blocks are in,
     each rank's ``(indices, values)`` is scatter-added in rank order
     (:func:`~hpcbench.collectives.compressed.sparse_sum.scatter_sum`).
 
@@ -98,17 +100,29 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
     parts: list = [None] * P
     parts[r] = own
 
+    # the dense output is zeroed in P - 1 slices, one while each step but the last is on the wire
+    slices, zeroed = (max(P - 1, 1) if dense else 0), 0
+
+    def zero_slice():
+        nonlocal out, zeroed
+        if zeroed >= slices:
+            return
+        t0 = PhaseProfile.start()
+        if out is None:     # a fresh tensor comes zeroed
+            out, zeroed = _zeroed(out, ctx), slices
+        else:
+            out.view(-1)[numel * zeroed // slices:numel * (zeroed + 1) // slices].zero_()
+            zeroed += 1
+        if profile is not None:
+            profile.stop("decode", t0)
+
     def first_step():  # overlaps the first block's time on the wire
-        nonlocal out
         if on_posted is not None:
             on_posted()
-        if dense:
-            t0 = PhaseProfile.start()
-            out = _zeroed(out, ctx)
-            if profile is not None:
-                profile.stop("decode", t0)
+        zero_slice()
 
     def decode(i, block):
+        zero_slice()    # the next step is on the wire (after the last step: nothing left to zero)
         t0 = PhaseProfile.start()
         c = counts[i]
         cb = index_codec.index_nbytes(c, numel)
