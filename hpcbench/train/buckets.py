@@ -13,6 +13,14 @@ L2 norm is added to the local squared gradient norm (the monitors'
 ``GradientView.local_sq_norm``), on the main thread while earlier buckets are
 on the wire. After backward, :meth:`GradientBuckets.finish` waits for the
 rest; the parameters' ``.grad`` then become views of the reduced buffers.
+
+The ``.grad`` views stay (DDP's ``gradient_as_bucket_view``): after the
+optimizer step :meth:`GradientBuckets.zero` zeroes the buffers instead of
+dropping the gradients, so the next backward accumulates each gradient into
+its bucket in place and the hook has nothing to copy. Dropping them
+(``zero_grad(set_to_none=True)``) made every backward allocate ResNet-18's
+46.8 MB of gradients afresh (about 10,000 page faults per step) and the hooks
+copy them into the buckets: 2.5 % of a 64x64, batch-32 step on one core.
 """
 
 from __future__ import annotations
@@ -169,7 +177,9 @@ class GradientBuckets:
     def add_grad(self, index: int, grad: torch.Tensor) -> None:
         """Copy parameter ``index``'s gradient into its bucket; start every bucket that is now complete."""
         b, off = self.plan.where[index]
-        self.flats[b][off:off + grad.numel()].copy_(grad.reshape(-1))
+        dst = self.flats[b][off:off + grad.numel()]
+        if dst.data_ptr() != grad.data_ptr():      # not already accumulated in place (see :meth:`zero`)
+            dst.copy_(grad.reshape(-1))
         self._seen[index] = True
         self._missing[b] -= 1
         self.poll()
@@ -288,3 +298,16 @@ class GradientBuckets:
         for p, g in zip(params, views):
             p.grad = g
         return views
+
+    def zero(self) -> None:
+        """Zero the buckets after the optimizer step, in place of ``zero_grad()``.
+
+        The parameters' ``.grad`` stay the views :meth:`set_grads` made, so
+        the next backward adds each new gradient into its bucket in place
+        (autograd accumulates into a defined ``.grad``) and :meth:`add_grad`
+        copies nothing: PyTorch DDP's ``gradient_as_bucket_view`` (Li et al.,
+        VLDB 2020). A ``.grad`` that something else replaced (or dropped) is
+        copied as before.
+        """
+        for flat in self.flats:
+            flat.zero_()

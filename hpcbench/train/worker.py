@@ -136,7 +136,7 @@ class Worker:
             for i in self.plan.buckets[b]:
                 self.params[i].grad = self._views[i]
             self._bucket_opts[b].step()
-            self._bucket_opts[b].zero_grad()
+            self.buckets.flats[b].zero_()   # the .grad views stay (GradientBuckets.zero)
             self._pending[b] = False
 
     def set_learning_rate(self, lr: float) -> None:
@@ -284,7 +284,8 @@ class Worker:
         if monitors:
             self._observe(t, monitors, grads, keep, rec)
         t3 = self.clock()
-        self._optimize()
+        self.optimizer.step()
+        self.buckets.zero()         # the .grad views stay: the next backward accumulates into the buckets
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.monitor_s, rec.step_s = (t1 - t0) + (t4 - t3), t2 - t1, t3 - t2, t4 - t0
         rec.comm_span_s = self.buckets.times.span()

@@ -99,6 +99,37 @@ def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, ar
     assert spread <= 1e-6
 
 
+@pytest.mark.parametrize("order", [None, [1, 0]])
+def test_backward_accumulates_into_the_buckets_after_the_first_step(comm, arrays, order):
+    """The .grad views of the buckets stay between steps (zeroed, not dropped): from the second step on,
+    backward adds every gradient into its bucket slot in place and the hook copies nothing (FIFO and the
+    priority schedule); that the model is still the reference's is the test above."""
+    worker, feed = _worker("ring", comm, arrays, order=order)
+    b = worker.buckets
+    assert len(b.flats) == 2
+    slots = [v.data_ptr() for v in b.views(worker.params)]
+    in_place: list[list[bool]] = []
+    add = b.add_grad
+
+    def add_grad(i, g):
+        in_place[-1].append(g.data_ptr() == slots[i])
+        add(i, g)
+
+    b.add_grad = add_grad
+    try:
+        for t in range(STEPS):
+            in_place.append([])
+            worker.step(t, feed())
+            if order is None:
+                assert all(p.grad.data_ptr() == q and not p.grad.any() for p, q in zip(worker.params, slots))
+        worker.flush()
+    finally:
+        worker.close()
+        worker.sync.close()
+    assert [len(s) for s in in_place] == [len(worker.params)] * STEPS
+    assert not any(in_place[0]) and all(in_place[1]) and all(in_place[2])
+
+
 @pytest.mark.parametrize("name,opts", [("ring", {}), ("mpi", {}), ("sma", {}), ("pair", {}),
                                        ("compressed", {"compressor": {"name": "topk", "ratio": 0.1}})])
 def test_host_staging_on_cpu_tensors_is_the_direct_path_bit_for_bit(comm, arrays, name, opts):
