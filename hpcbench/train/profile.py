@@ -193,7 +193,7 @@ def profile_compute(model: torch.nn.Module, batches, steps: int = 3, lr: float =
             loss.backward()
             t2 = clock.mark()
             opt.step()
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad(set_to_none=False)    # as the worker: gradients kept and zeroed (GradientBuckets.zero)
             t3 = clock.mark()
             f, b, o = clock.seconds(t0, t1), clock.seconds(t1, t2), clock.seconds(t2, t3)
             if s:

@@ -254,7 +254,11 @@ class Worker:
 
     def _optimize(self) -> None:
         self.optimizer.step()
-        self.optimizer.zero_grad()   # set_to_none by default (Horovod's wrapper takes no argument)
+        if self.sync.averages == "models":
+            # the gradients stay, zeroed, as the gradient buckets' views do: no fresh allocation next backward
+            self.optimizer.zero_grad(set_to_none=False)
+        else:
+            self.optimizer.zero_grad()   # the frameworks' own default (Horovod's wrapper takes no argument)
 
     def _observe(self, t: int, monitors, global_grads, keep: bool, rec: StepRecord) -> None:
         """Show the monitors step ``t``'s gradients (local ones kept when ``keep``); their outputs into ``rec``."""
