@@ -31,7 +31,7 @@ class RecordingSync(Synchroniser):
         return index
 
     def mix_memory_s(self, profile):
-        return 2 * profile.axpy_s
+        return 2 * profile.axpy_s if self.averages == "models" else 0.0
 
 
 def _profile(model) -> ComputeProfile:

@@ -217,8 +217,17 @@ class Synchroniser(ABC):
         float
             Seconds; the emulated worker sleeps them after :meth:`wait`,
             where the real worker mixes (:mod:`hpcbench.train.emulated`).
+            0 for a synchroniser that averages gradients or is wrapped (it
+            mixes nothing).
+
+        Raises
+        ------
+        NotImplementedError
+            A ``"models"`` synchroniser that does not say what its mix costs.
         """
-        raise NotImplementedError
+        if self.averages != "models":
+            return 0.0
+        raise NotImplementedError(f"{self.name}: averages models, has no mix_memory_s()")
 
     # -- "wrapped" -----------------------------------------------------------------------------
     def wrap(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 
-from hpcbench.sync.base import Synchroniser, Unavailable
+from pydantic import Field
+
+from hpcbench.sync.base import Synchroniser, SyncConfig, Unavailable
 
 __all__ = ["DDPSync", "start_group"]
 
@@ -89,6 +91,13 @@ class DDPSync(Synchroniser):
     #: torch.distributed backend
     backend = "gloo"
 
+    class Config(SyncConfig):
+        """DDP's own option beside the bucket size (the job's ``bucket_mb``)."""
+
+        gradient_as_bucket_view: bool = Field(
+            False, description="DDP's gradient_as_bucket_view: .grad are views of the buckets (no copy into them); "
+                               "off by default, as PyTorch's DDP benchmark runs it")
+
     def __init__(self, comm, transport=None, config=None, **facts) -> None:
         super().__init__(comm, transport, config, **facts)
         self._check()
@@ -103,7 +112,8 @@ class DDPSync(Synchroniser):
 
         ids = [self.device.index] if self.device.is_cuda else None
         ddp = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=self.bucket_bytes / 2**20,
-                                      process_group=self._group)
+                                      process_group=self._group,
+                                      gradient_as_bucket_view=self.config.gradient_as_bucket_view)
 
         def hook(state, bucket):
             on_bucket(bucket.buffer())

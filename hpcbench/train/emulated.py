@@ -175,8 +175,7 @@ class EmulatedWorker:
             b.finish()
             t2 = self.clock()
             rec.comm_span_s = b.times.span()
-        mix_s = 0.0 if self.buckets is not None else self.sync.mix_memory_s(p)
-        self._sleep_until(t2 + mix_s + p.optimizer_s, False)
+        self._sleep_until(t2 + self.sync.mix_memory_s(p) + p.optimizer_s, False)
         t4 = self.clock()
         rec.compute_s, rec.exposed_s, rec.step_s = (t1 - t0) + (t4 - t2), t2 - t1, t4 - t0
         rec.start_s, rec.forward_s, rec.backward_s, rec.optimizer_s = t0, tb - t0, t1 - tb, t4 - t2

@@ -51,7 +51,7 @@ class ComputeProfile:
         ``y.add_(x, alpha=c)``. A model-averaging synchroniser's memory work
         outside its allreduce is made of these (copying the model into the
         send buffer, mixing the result in), and the emulated worker replays it
-        (:meth:`hpcbench.sync.base.Synchroniser.exchange_memory_s`). 0 when
+        (:meth:`hpcbench.sync.base.Synchroniser.mix_memory_s`). 0 when
         not profiled (older files, ``whatif``). :meth:`at_batch` keeps
         them (the model's size does not change with the batch);
         :meth:`scaled_to` scales them with the compute: a given compute time

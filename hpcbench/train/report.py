@@ -154,7 +154,7 @@ class Report(Hook):
         return predict_step(prof, plan.nbytes, ready, link_cost(sync, self.p, setup.link.alpha_s,
                                                                  setup.link.beta_s_per_byte),
                             sync.averages, "fifo" if order is None else "priority", setup.bucket_need_s,
-                            sync.mix_memory_s(prof) if sync.averages == "models" else 0.0)
+                            sync.mix_memory_s(prof))
 
     def _step_compute(self, rows) -> np.ndarray:
         """Each step's compute without communication, seconds: measured when real (mean over ranks); the

@@ -202,7 +202,7 @@ class ModelledClock:
             cost = link_cost(sync, p, self.alpha_s, self.beta)
             if p == 1:
                 cost = (lambda nbytes: 0.0)
-            mix = sync.mix_memory_s(prof) if sync.averages == "models" else 0.0
-            step = predict_step(prof, self.plan.nbytes, ready, cost, sync.averages, mix_s=mix)[0] if cost else math.nan
+            step = (predict_step(prof, self.plan.nbytes, ready, cost, sync.averages, mix_s=sync.mix_memory_s(prof))[0]
+                    if cost else math.nan)
             self._cache[key] = step
         return self._cache[key]

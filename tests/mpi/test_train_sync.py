@@ -74,9 +74,9 @@ def _reference(comm, arrays, steps=STEPS):
     return [p.detach() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("name", ALLREDUCE)
-def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, arrays, name):
-    worker, feed = _worker(name, comm, arrays)
+@pytest.mark.parametrize("name,opts", [(n, {}) for n in ALLREDUCE] + [("ddp", {"gradient_as_bucket_view": True})])
+def test_allreduce_synchroniser_matches_one_process_on_the_global_batch(comm, arrays, name, opts):
+    worker, feed = _worker(name, comm, arrays, **opts)
     try:
         if worker.buckets is not None:
             assert len(worker.plan.buckets) > 1            # several buckets, started during backward
