@@ -17,8 +17,11 @@ them alike. Variants (``--variants``):
 
 Prints rank 0's median and mean step (ms), the medians of forward, backward,
 the hooks' time on the main thread (copy, norm, starting buckets), the
-exposed wait after backward, the optimizer step (with the zeroing), minor
-page faults per step, and each variant's mean step over the last one's.
+exposed wait after backward, the optimizer step (with the zeroing), the
+process's CPU time over the step (every thread: the main thread's compute
+plus what a communication thread burns beside it, which on a machine with
+a core per rank slows the other rank's compute or its own), minor page
+faults per step, and each variant's mean step over the last one's.
 The model and batch are the ``train-targets`` figure's (ResNet-18, 64x64,
 batch 32, buckets of 25 MiB, one torch thread per rank).
 """
@@ -37,7 +40,7 @@ from hpcbench.sync import Unavailable, build
 from hpcbench.train.buckets import BucketPlan, GradientBuckets
 from hpcbench.train.models import build_model
 
-FIELDS = ("fwd", "bwd", "hooks", "exposed", "opt", "faults")
+FIELDS = ("fwd", "bwd", "hooks", "exposed", "opt", "cpu", "faults")
 
 
 def _replica(variant: str, comm, model: str, bucket_bytes: int):
@@ -72,6 +75,7 @@ def _step(variant, rep, x, y) -> dict:
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     if b is not None:
         b.begin()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     loss = torch.nn.functional.cross_entropy(m(x), y)
     t1 = time.perf_counter()
@@ -90,7 +94,7 @@ def _step(variant, rep, x, y) -> dict:
         opt.zero_grad()
     t4 = time.perf_counter()
     return dict(step=t4 - t0, fwd=t1 - t0, bwd=t2 - t1, hooks=timer[0], exposed=t3 - t2, opt=t4 - t3,
-                faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+                cpu=time.process_time() - c0, faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 
 
 def main() -> None:

@@ -280,3 +280,45 @@ def test_sparse_optimizer_and_staleness_run_end_to_end_and_feed_the_tta_figure(t
         assert curves[label]["steps"] == 4 and len(curves[label]["accuracy"]) == 2
         assert time_to(curves[label], 0.0) == curves[label]["time_s"][0] and time_to(curves[label], 1.1) == np.inf
     assert plot_main([str(out), "-o", str(tmp_path / "tta.png")]) == 0 and (tmp_path / "tta.png").stat().st_size
+
+
+
+def test_interleaved_entries_take_turns_in_a_williams_design():
+    """``interleave_sync``: warm-ups in the design's last round, then its rounds in turn; an entry that ends
+    early drops out of the rounds; without interleaving each entry runs to its end."""
+    from hpcbench.runtime.interleave import balanced_orders
+    from hpcbench.train.job import TrainJob
+
+    seen = []
+
+    def entry(name, rounds):
+        for k in range(rounds):
+            seen.append(f"{name}{k}")
+            yield k
+
+    names = "ABCD"
+    TrainJob._drive([entry(c, 5) for c in names], interleave=True)
+    orders = balanced_orders(4)
+    want = [f"{names[i]}{k}" for k, o in enumerate(orders[-1:] + orders) for i in o]
+    assert seen == want
+    seen.clear()
+    TrainJob._drive([entry("A", 3), entry("B", 1)], interleave=True)
+    assert seen == ["A0", "B0", "A1", "A2"]
+    seen.clear()
+    TrainJob._drive([entry("A", 2), entry("B", 2)], interleave=False)
+    assert seen == ["A0", "A1", "B0", "B1"]
+
+
+@pytest.mark.mpi
+def test_interleaved_entries_are_compared_in_the_configured_order(tmp_path):
+    """Three entries interleaved end in the design's last round (not the configured order); the closing
+    table still lists them as configured, each over the first one's throughput."""
+    out = tmp_path / "i.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.train", *QUICK, "--model", "digits_cnn", "--batch_size", "16",
+                       "--interleave_sync", "true", "--sync", "[ring, sma, pair]", "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = proc.stdout[proc.stdout.index("x first"):].splitlines()[1:4]
+    assert [line.split()[0] for line in table] == ["ring", "sma", "pair"]
+    assert table[0].split()[-1] == "1.000"
+    it = read_table(out, "iterations")
+    assert list(it["sync"].astype(str)) == ["ring", "sma", "pair", "sma", "pair", "ring"]   # rounds 0 1 2, 1 2 0

@@ -122,8 +122,10 @@ class TrainConfig(Strict):
     sync: list[SyncEntry] = Field([_RING], description="synchronisers, run one after the other: each a name or "
                                                        "its section {name: NAME, ...its keys} (below); "
                                                        "NAME:SCHEDULE (ring:priority) sets one entry's schedule")
-    interleave_sync: bool = Field(False, description="run the synchronisers' iterations in turn (round robin), "
-                                                     "so that drifts of the machine's load fall on all alike")
+    interleave_sync: bool = Field(False, description="run the synchronisers' iterations in turn, so that drifts "
+                                                     "of the machine's load fall on all alike (each round in the "
+                                                     "order of a Williams design: every entry follows every other "
+                                                     "equally often)")
     bucket_mb: float = Field(25.0, gt=0.0, description="gradient bucket size in MiB (DDP's default 25)")
     overlap: bool = Field(True, description="start each bucket during backward (false: after backward)")
     schedule: Literal["fifo", "priority"] = Field(

@@ -326,6 +326,8 @@ class TrainJob(Job):
         runs = []
         try:
             for label, section, schedule in cfg.sync_entries():
+                if report is not None:
+                    report.entry_order.append(label)
                 sync, error = self._build_sync(section)
                 if error:
                     if report is not None:
@@ -422,16 +424,23 @@ class TrainJob(Job):
 
     @staticmethod
     def _drive(gens: list, interleave: bool) -> None:
-        """Run the entries one after the other, or their iterations in turn (round robin)."""
+        """Run the entries one after the other, or their iterations in turn: each round in the order of a
+        Williams design (:func:`hpcbench.runtime.interleave.balanced_orders`), so that every entry follows
+        every other equally often; the warm-ups take the design's last round."""
         if not interleave:
             for g in gens:
                 for _ in g:
                     pass
             return
-        while gens:
-            for g in list(gens):
-                if next(g, StopIteration) is StopIteration:
-                    gens.remove(g)
+        from hpcbench.runtime.interleave import balanced_orders
+
+        orders = balanced_orders(len(gens))
+        live, k = list(gens), len(orders) - 1
+        while any(g is not None for g in live):
+            for i in orders[k % len(orders)]:
+                if live[i] is not None and next(live[i], StopIteration) is StopIteration:
+                    live[i] = None
+            k += 1
 
     def _build_sync(self, section):
         from hpcbench.sync import Unavailable, build

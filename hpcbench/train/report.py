@@ -77,6 +77,8 @@ class Report(Hook):
         self._iters: dict = defaultdict(list)       # (sync, variant) -> img/s per iteration
         self._acc: dict = {}
         self.summaries: list[dict] = []
+        #: the entries' labels in the configured order (the comparison's rows follow it)
+        self.entry_order: list[str] = []
         #: policy name -> the table of its decisions' details (its class's ``detail_table``)
         self.detail_tables: dict[str, str] = {}
 
@@ -247,6 +249,8 @@ class Report(Hook):
         """The entries side by side, with each one's throughput over the first one's."""
         if len(self.summaries) < 2:
             return
+        if self.entry_order:        # interleaved entries finish in their last round's order
+            self.summaries.sort(key=lambda s: self.entry_order.index(s["sync"]))
         first = self.summaries[0]["img_per_s_worker"]
         rows = [(s["sync"], s["variant"], s["img_per_s_worker"], s["img_per_s_total"], s["efficiency"],
                  s["predicted_efficiency"], 100 * s["hidden_fraction"], s["img_per_s_worker"] / first)
