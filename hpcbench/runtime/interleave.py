@@ -3,14 +3,15 @@
 A side-by-side run on one machine takes its entries' iterations in turn, so
 that a drift of the machine's load falls on all of them alike. Plain round
 robin (A B C D, A B C D, ...) has a second bias: every entry always follows
-the same one (A always follows D). An entry leaves state behind that slows
-or speeds whatever runs next: caches and TLBs full of its own replica, and
-Horovod's background thread, which on MPICH busy-waits in its coordination
-collective on one rank once its own steps stop (measured: one core's worth
-of CPU per second on rank 1 of 2, idle). With ResNet-18 at 2 ranks,
-``scripts/train_step_costs.py`` read the ring's throughput over Horovod's
-1.036-1.066 with the ring following no synchroniser and 0.992-1.019 with it
-following Horovod, in three alternating pairs of runs.
+the same one (A always follows D), and what ran before an entry moves it
+(its replica in the caches, another library's threads). With ResNet-18 at
+2 ranks, ``scripts/train_step_costs.py`` read the ring's throughput over
+Horovod's 1.036-1.066 with the ring following no synchroniser and
+0.992-1.019 with it following Horovod, in three alternating pairs of runs;
+in the ``train-targets`` job under round robin, ``ring:priority`` (the
+ring with another schedule, always after the ring) read 1.049x the ring
+(always after Horovod) over 16 runs, and 0.990x with this design
+(docs/train.md).
 
 :func:`balanced_orders` gives the rounds of a Williams design (Williams,
 "Experimental designs balanced for the estimation of residual effects of
