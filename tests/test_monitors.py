@@ -124,3 +124,18 @@ def test_world_size_one():
     assert trace["grad_variance"] == pytest.approx(0.0, abs=1e-6 * 23.0)    # 0 up to the norms' rounding (|g|^2 23)
     with pytest.raises(ValueError, match="local_grads"):
         build_monitor("variance").observe(_view(comm, [np.ones(3)], local=False))
+
+
+@pytest.mark.parametrize("dtype, rel", [(torch.float32, 1e-6), (torch.float64, 1e-6), (torch.bfloat16, 1e-4)])
+def test_sq_norm_matches_the_float64_sum_across_chunks_and_tensors(dtype, rel):
+    """float32/float64 on the CPU: BLAS dots per chunk; other dtypes: float32 norms per chunk (the GPU's path)."""
+    from hpcbench.monitors.norms import CHUNK, sq_norm, sq_norm_deferred
+
+    g = torch.Generator().manual_seed(3)
+    ts = [100.0 * torch.randn(2 * CHUNK + 17, generator=g).to(dtype), torch.randn(3, 5, generator=g).to(dtype),
+          torch.empty(0, dtype=dtype)]
+    want = sum(float((t.double() ** 2).sum()) for t in ts)
+    assert sq_norm(ts) == pytest.approx(want, rel=rel)
+    assert sq_norm(ts[0]) == pytest.approx(float((ts[0].double() ** 2).sum()), rel=rel)
+    assert isinstance(sq_norm_deferred(ts[0]), float) and sq_norm_deferred(ts[2]) == 0.0 and sq_norm([]) == 0.0
+    assert math.isinf(sq_norm(torch.tensor([1.0, math.inf], dtype=dtype)))

@@ -210,14 +210,9 @@ class GradientBuckets:
             self._next += 1
 
     def _add_norm(self, flat) -> None:
-        if getattr(flat, "is_cuda", False):     # stays on the device: no stall of backward's stream
-            import torch
+        from hpcbench.monitors.norms import sq_norm_deferred
 
-            self._sq_norm = self._sq_norm + torch.linalg.vector_norm(flat, dtype=torch.float64) ** 2
-            return
-        from hpcbench.monitors.norms import sq_norm
-
-        self._sq_norm += sq_norm(flat)
+        self._sq_norm = self._sq_norm + sq_norm_deferred(flat)     # a GPU's stays there: no stall of backward
 
     @property
     def local_sq_norm(self) -> float:
