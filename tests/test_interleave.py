@@ -18,7 +18,7 @@ def test_every_entry_follows_every_other_equally_often_and_never_itself(n):
     if n >= 3:
         assert set(within) == {(a, b) for a in range(n) for b in range(n) if a != b}
         assert len(set(within.values())) == 1          # each ordered pair alike: once (even n), twice (odd)
-    if n >= 3:      # (two entries alternate: a position within a round means nothing there)
+        # (not for two entries: they alternate, and a position within a round means nothing there)
         positions = Counter((e, i) for r in rounds for i, e in enumerate(r))
         assert len(set(positions.values())) == 1 and len(positions) == n * n   # every entry at every position
     for prev, nxt in zip(rounds, rounds[1:] + rounds[:1]):

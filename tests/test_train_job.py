@@ -282,7 +282,6 @@ def test_sparse_optimizer_and_staleness_run_end_to_end_and_feed_the_tta_figure(t
     assert plot_main([str(out), "-o", str(tmp_path / "tta.png")]) == 0 and (tmp_path / "tta.png").stat().st_size
 
 
-
 def test_interleaved_entries_take_turns_in_a_williams_design():
     """``interleave_sync``: warm-ups in the design's last round, then its rounds in turn; an entry that ends
     early drops out of the rounds; without interleaving each entry runs to its end."""

@@ -38,16 +38,16 @@ def sq_norm(tensors: Iterable[torch.Tensor] | torch.Tensor) -> float:
     -------
     float
         The squared L2 norm of all elements, in (units of the tensors)^2;
-        relative error about 1e-7 (see the module docstring); inf or NaN
-        when an element is.
+        relative error about 1e-7 for float32 and float64 CPU tensors,
+        about 1e-6 otherwise (float32 norms per chunk; 1e-5 from half
+        types); inf or NaN when an element is.
     """
     if isinstance(tensors, torch.Tensor):
         tensors = (tensors,)
     total = 0.0
     for t in tensors:
-        part = sq_norm_deferred(t)
-        total += part if isinstance(part, float) else float(part)
-    return total
+        total = total + sq_norm_deferred(t)     # a GPU's parts stay there: one read at the end
+    return float(total)
 
 
 def sq_norm_deferred(t: torch.Tensor) -> float | torch.Tensor:
