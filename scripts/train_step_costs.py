@@ -4,7 +4,10 @@ Run at 2 ranks, e.g. ``mpiexec -n 2 python scripts/train_step_costs.py --rounds 
 One job builds a replica per variant (same seed) and runs ``--rounds``
 rounds, each of ``--steps`` steps of every variant in turn (a barrier
 before each block), so a drift of a shared machine's load falls on all of
-them alike. Variants (``--variants``):
+them alike; the rounds' orders follow a Williams design
+(:func:`hpcbench.runtime.interleave.balanced_orders`), as the runner's
+``interleave_sync`` does, so every variant follows every other equally
+often. Variants (``--variants``):
 
 - ``none``: forward, backward, SGD step, ``zero_grad()``; no communication.
 - ``ring-drop``: the ring's gradient buckets as before they kept their
@@ -14,6 +17,8 @@ them alike. Variants (``--variants``):
   after the step: the views stay and backward accumulates in place).
 - ``horovod``: Horovod's ``DistributedOptimizer`` (skipped with its reason
   when Horovod cannot be imported).
+- ``ring@MB`` (or ``ring-drop@MB``): the same with buckets of ``MB`` MiB
+  instead of ``--bucket-mb``.
 
 Prints rank 0's median and mean step (ms), the medians of forward, backward,
 the hooks' time on the main thread (copy, norm, starting buckets), the
@@ -36,6 +41,7 @@ import time
 import torch
 from mpi4py import MPI
 
+from hpcbench.runtime.interleave import balanced_orders
 from hpcbench.sync import Unavailable, build
 from hpcbench.train.buckets import BucketPlan, GradientBuckets
 from hpcbench.train.models import build_model
@@ -45,6 +51,9 @@ FIELDS = ("fwd", "bwd", "hooks", "exposed", "opt", "cpu", "faults")
 
 def _replica(variant: str, comm, model: str, bucket_bytes: int):
     """(model, optimizer, buckets or None, hook timer) of one variant."""
+    variant, _, mb = variant.partition("@")
+    if mb:
+        bucket_bytes = int(float(mb) * 2 ** 20)
     m = build_model(model, 0)
     params = [p for p in m.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=0.01)
@@ -88,7 +97,7 @@ def _step(variant, rep, x, y) -> dict:
     else:
         t3 = time.perf_counter()
     opt.step()
-    if variant == "ring":
+    if variant.partition("@")[0] == "ring":
         b.zero()
     else:
         opt.zero_grad()
@@ -123,8 +132,11 @@ def main() -> None:
         for _ in range(2):
             _step(v, rep, x, y)
     res = {v: [] for v in reps}
-    for _ in range(a.rounds):
-        for v, rep in reps.items():
+    names = list(reps)
+    orders = balanced_orders(len(names))
+    for r in range(a.rounds):
+        for v in (names[i] for i in orders[r % len(orders)]):
+            rep = reps[v]
             comm.Barrier()
             res[v].extend(_step(v, rep, x, y) for _ in range(a.steps))
     if comm.rank == 0:

@@ -129,10 +129,11 @@ def test_world_size_one():
 @pytest.mark.parametrize("dtype, rel", [(torch.float32, 1e-6), (torch.float64, 1e-6), (torch.bfloat16, 1e-4)])
 def test_sq_norm_matches_the_float64_sum_across_chunks_and_tensors(dtype, rel):
     """float32/float64 on the CPU: BLAS dots per chunk; other dtypes: float32 norms per chunk (the GPU's path)."""
-    from hpcbench.monitors.norms import CHUNK, sq_norm, sq_norm_deferred
+    from hpcbench.monitors.norms import CHUNK, DEVICE_CHUNK, sq_norm, sq_norm_deferred
 
     g = torch.Generator().manual_seed(3)
-    ts = [100.0 * torch.randn(2 * CHUNK + 17, generator=g).to(dtype), torch.randn(3, 5, generator=g).to(dtype),
+    assert DEVICE_CHUNK % CHUNK == 0       # 2 DEVICE_CHUNK + 17 elements cross both paths' chunk boundaries
+    ts = [100.0 * torch.randn(2 * DEVICE_CHUNK + 17, generator=g).to(dtype), torch.randn(3, 5, generator=g).to(dtype),
           torch.empty(0, dtype=dtype)]
     want = sum(float((t.double() ** 2).sum()) for t in ts)
     assert sq_norm(ts) == pytest.approx(want, rel=rel)

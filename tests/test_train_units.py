@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -152,3 +154,38 @@ def test_the_digits_stream_sees_every_sample_once_per_epoch_whatever_the_batch_s
     for e in range(position // n):
         assert np.array_equal(np.sort(stream[e * n:(e + 1) * n]), np.arange(n)), e      # once per epoch
     assert not np.array_equal(stream[:n], stream[n:2 * n])                              # a new order each epoch
+
+
+@pytest.mark.parametrize("variants", [["none"], ["none", "gns"], ["none", "gns", "variance"],
+                                      ["none", "a", "b", "c"]])
+def test_interleaved_monitor_variants_take_turns_in_a_williams_design(variants):
+    from hpcbench.runtime.interleave import balanced_orders
+    from hpcbench.train.context import StepInfo
+    from hpcbench.train.plan import MeasuredPlan
+
+    n = len(variants)
+    rounds = len(balanced_orders(n))
+    warmup, iterations, per_iter = n + 1, 2 * rounds, 3
+    plan = MeasuredPlan(warmup, iterations, per_iter, variants)
+
+    class Ctx:
+        info = None
+
+    ctx, infos = Ctx(), []
+    while (info := plan.next(ctx)) is not None:
+        infos.append(info)
+        ctx.info = info
+    assert len(infos) == plan.total_steps == warmup + n * iterations * per_iter
+    assert all(isinstance(i, StepInfo) for i in infos)
+    warm = [i.variant for i in infos if i.iteration < 0]
+    assert set(warm) == set(variants)               # every variant's first-use costs fall in the warm-up
+    runs = [infos[warmup + k * per_iter].variant for k in range(n * iterations)]
+    assert all(infos[warmup + k * per_iter + j].variant == runs[k] for k in range(n * iterations)
+               for j in range(per_iter))
+    assert Counter(runs) == {v: iterations for v in variants}
+    if n >= 2:
+        seq = [warm[-1], *runs]
+        assert all(a != b for a, b in zip(seq, seq[1:]))     # never measured right after itself
+    if n >= 3:      # within rounds each follows each other equally often (seams add to some; two just alternate)
+        follows = Counter((runs[k], runs[k + 1]) for k in range(len(runs) - 1) if (k + 1) % n)
+        assert len(set(follows.values())) == 1 and len(follows) == n * (n - 1)
