@@ -140,3 +140,23 @@ def test_sq_norm_matches_the_float64_sum_across_chunks_and_tensors(dtype, rel):
     assert sq_norm(ts[0]) == pytest.approx(float((ts[0].double() ** 2).sum()), rel=rel)
     assert isinstance(sq_norm_deferred(ts[0]), float) and sq_norm_deferred(ts[2]) == 0.0 and sq_norm([]) == 0.0
     assert math.isinf(sq_norm(torch.tensor([1.0, math.inf], dtype=dtype)))
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 4, 7])
+def test_sq_norm_parts_add_up_to_the_whole(parts):
+    """Each rank's share of identical tensors (the monitors' synchronised gradients): the shares cover every
+    element once, across tensor boundaries and empty tensors, and add up to sq_norm."""
+    from hpcbench.monitors.norms import sq_norm, sq_norm_part
+
+    g = torch.Generator().manual_seed(5)
+    ts = [torch.randn(11, generator=g), torch.empty(0), torch.randn(3, 4, generator=g), torch.randn(2, generator=g)]
+    shares = [sq_norm_part(ts, p, parts) for p in range(parts)]
+    assert sum(shares) == pytest.approx(sq_norm(ts), rel=1e-6)       # float32 dots over other runs
+    flat = torch.cat([t.reshape(-1) for t in ts]).double()
+    total = flat.numel()
+    for p, share in enumerate(shares):     # contiguous runs of nearly equal length
+        lo, hi = total * p // parts, total * (p + 1) // parts
+        assert share == pytest.approx(float((flat[lo:hi] ** 2).sum()), rel=1e-6, abs=1e-12)
+    for bad in [(-1, 2), (2, 2), (0, 0)]:
+        with pytest.raises(ValueError, match="part must be in"):
+            sq_norm_part(ts, *bad)

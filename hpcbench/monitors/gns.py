@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 
 from hpcbench.monitors.base import GradientView, Monitor
-from hpcbench.monitors.norms import sq_norm
+from hpcbench.monitors.norms import sq_norm, sq_norm_part
 
 __all__ = ["GradientNoiseScale", "ESTIMATORS", "sq_norm", "noise_scale_terms"]
 
@@ -93,8 +93,11 @@ class GradientNoiseScale(Monitor):
 
     No gradient travels for this monitor: ``|G_small|^2`` is the runner's
     ``GradientView.local_sq_norm`` and ``|G_big|^2`` is read from the
-    synchronised gradients. One allreduce of three float64 scalars makes every
-    rank use the same inputs (so all ranks return the same values): with
+    synchronised gradients, each rank reading a ``1/P`` share of them (the same
+    on every rank; :func:`hpcbench.monitors.norms.sq_norm_part`, summed in the
+    allreduce below: half the reading per rank at 2 ranks). One allreduce of
+    three float64 scalars makes every rank use the same inputs (so all ranks
+    return the same values): with
     ``estimator="local"`` rank 0's ``|G_small|^2`` and ``B_small`` (KungFu's
     estimate: the master's own gradient), with ``estimator="mean"`` their
     means over workers.
@@ -170,8 +173,9 @@ class GradientNoiseScale(Monitor):
         comm = view.comm
         n, rank = comm.size, comm.rank
         weight = 1.0 / n if self.estimator == "mean" else float(rank == 0)
+        # |G_big|^2: every rank holds the same synchronised gradients, so each reads its 1/n share
         v = np.array([weight * view.local_sq_norm, weight * view.local_batch,
-                      sq_norm(view.global_grads) / n], dtype=np.float64)
+                      sq_norm_part(view.global_grads, rank, n)], dtype=np.float64)
         if n > 1:
             allreduce(v, v, op="sum", comm=comm, name="monitor.gns")
         return float(v[0]), float(v[1]), float(v[2])

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from hpcbench.monitors.base import GradientView, Monitor
-from hpcbench.monitors.norms import sq_norm
+from hpcbench.monitors.norms import sq_norm_part
 
 __all__ = ["GradientVariance", "gradient_variance", "trace_variance", "ESTIMATORS"]
 
@@ -196,11 +196,15 @@ class GradientVariance(Monitor):
         return {"grad_variance": gradient_variance(parts, glob)}
 
     def _trace(self, view: GradientView) -> float:
-        """:func:`trace_variance` of this step: the mean of the workers' ``|g_i|^2`` (one scalar allreduce,
-        the same bits on every rank) and ``|g_bar|^2`` of the synchronised gradients."""
+        """:func:`trace_variance` of this step: the mean of the workers' ``|g_i|^2`` and ``|g_bar|^2`` of the
+        synchronised gradients, each rank reading its ``1/P`` share of them (the same on every rank,
+        :func:`hpcbench.monitors.norms.sq_norm_part`); one allreduce of two scalars sums both, the same
+        bits on every rank."""
         from hpcbench.collectives.api import allreduce
 
-        mean_sq = np.array([view.local_sq_norm], dtype=np.float64)
-        if view.comm.size > 1:
-            allreduce(mean_sq, mean_sq, op="avg", deterministic=True, comm=view.comm, name="monitor.variance")
-        return trace_variance(float(mean_sq[0]), sq_norm(view.global_grads))
+        comm = view.comm
+        v = np.array([view.local_sq_norm / comm.size, sq_norm_part(view.global_grads, comm.rank, comm.size)],
+                     dtype=np.float64)
+        if comm.size > 1:
+            allreduce(v, v, op="sum", deterministic=True, comm=comm, name="monitor.variance")
+        return trace_variance(float(v[0]), float(v[1]))

@@ -191,7 +191,7 @@ class Report(Hook):
     def _finish(self, name: str, sync, variant_names: list[str], order=None) -> None:
         pred_step, pred_eff, pred_comm = self._predict(sync, order)
         schedule = "fifo" if order is None else "priority " + " ".join(map(str, order))
-        base = None
+        base = base_monitor = base_step = None
         for v in variant_names:
             imgs = np.array(self._iters[(name, v)])
             rows = [r for (s, vv, _), rs in self._rows.items() if s == name and vv == v for r in rs]
@@ -200,9 +200,11 @@ class Report(Hook):
             pooled = len({r["workers"] for r in rows}) > 1      # an elastic run's worker count changed
             ideal = self._ideal(rows, pooled)
             mean, ci = float(imgs.mean()), float(1.96 * imgs.std())
+            monitor = float(np.mean([r["monitor_s"] for r in rows]))
             if v == "none":
-                base = mean
+                base, base_monitor, base_step = mean, monitor, step
             overhead = 1.0 - mean / base if base and v != "none" else math.nan
+            cost = (monitor - base_monitor) / base_step if base and v != "none" else math.nan
             hidden = [r["hidden_fraction"] for r in rows if r["hidden_fraction"] == r["hidden_fraction"]]
             s = dict(sync=name, variant=v, status="ok", workers=self.p, img_per_s_worker=mean,
                      img_per_s_worker_ci=ci, img_per_s_total=self.p * mean, step_s=step, compute_s=compute,
@@ -212,14 +214,16 @@ class Report(Hook):
                      comm_span_s=float(np.mean([r["comm_span_s"] for r in rows])),
                      policy_s=float(np.mean([r["policy_s"] for r in rows])),
                      telemetry_s=float(np.mean([r["telemetry_s"] for r in rows])), monitor_overhead=overhead,
-                     final_accuracy=self._acc.get((name, v), math.nan), schedule=schedule)
+                     monitor_s=monitor, monitor_cost=cost, final_accuracy=self._acc.get((name, v), math.nan),
+                     schedule=schedule)
             self.tables["summary"].append(s)
             self.summaries.append(s)
             tag = self._tag(name, v, len(variant_names) > 1)
             say = self.progress.write
             say(f"Img/sec per worker{tag}: {mean:.1f} +-{ci:.1f}")
             say(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
-            extra = f", monitor overhead {100 * overhead:+.1f}%" if overhead == overhead else ""
+            extra = (f", monitor overhead {100 * overhead:+.1f}% (timed in the monitor: {1e3 * monitor:.1f} ms per "
+                     f"step, {100 * cost:+.1f}% of the step without it)" if overhead == overhead else "")
             comm = f"communication {1e3 * s['comm_span_s']:.1f} ms per step"
             if s["efficiency"] != s["efficiency"]:
                 say(f"efficiency and communication n/a: {name} hides its compute and communication "
@@ -243,7 +247,8 @@ class Report(Hook):
             sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
             img_per_s_worker_ci=nan, img_per_s_total=nan, step_s=nan, compute_s=nan, ideal_img_per_s_total=nan,
             efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan, predicted_comm_s=nan,
-            comm_span_s=nan, policy_s=nan, telemetry_s=nan, monitor_overhead=nan, final_accuracy=nan, schedule=schedule))
+            comm_span_s=nan, policy_s=nan, telemetry_s=nan, monitor_overhead=nan, monitor_s=nan, monitor_cost=nan,
+            final_accuracy=nan, schedule=schedule))
 
     def comparison(self) -> None:
         """The entries side by side, with each one's throughput over the first one's."""

@@ -72,6 +72,11 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("telemetry_s", "float64", "s", "mean telemetry time per measured step (steps.telemetry_s)"),
         C("monitor_overhead", "float64", "1", "1 - img/s of this variant / img/s of variant 'none' "
                                               "(interleaved runs)"),
+        C("monitor_s", "float64", "s", "mean time per measured step in the monitors (steps.monitor_s: the "
+                                       "synchronised gradients' views, the monitors' observations)"),
+        C("monitor_cost", "float64", "1", "(monitor_s of this variant - monitor_s of variant 'none') / step_s of "
+                                          "'none': the monitor's own time, timed directly, as a share of the step "
+                                          "without it (interleaved runs)"),
         C("final_accuracy", "float64", "1", "held-out accuracy at the end (digits)"),
         C("schedule", "str", "", "'fifo', or 'priority' and the buckets' start order (e.g. 'priority 3 2 0 1')"),
     ], "one row per synchroniser and monitor variant")

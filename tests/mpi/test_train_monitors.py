@@ -9,6 +9,9 @@ between no monitor and the probe (figure 8's measurement).
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,4 +71,15 @@ def test_interleaved_monitor_runs_alternate_and_are_recorded(comm, probe, tmp_pa
     summary = read_table(out, "summary")
     assert list(summary["variant"].astype(str)) == ["none", "probe"]
     assert np.isnan(summary["monitor_overhead"][0]) and np.isfinite(summary["monitor_overhead"][1])
+    # the monitor's own time, timed directly: its steps' monitor_s less none's, over none's step
+    assert np.isnan(summary["monitor_cost"][0]) and np.all(summary["monitor_s"] >= 0)
+    m = steps["monitor_s"][measured]
+    assert summary["monitor_s"][1] == pytest.approx(m[variant == "probe"].mean())
+    want = (m[variant == "probe"].mean() - m[variant == "none"].mean()) / steps["step_s"][measured][variant == "none"].mean()
+    assert summary["monitor_cost"][1] == pytest.approx(want)
+    png = out.replace(".h5", ".png")
+    fig = subprocess.run([sys.executable, "analysis/plot_train_monitors.py", out, "-o", png], capture_output=True,
+                         text=True, cwd=str(Path(__file__).resolve().parents[2]), timeout=120)
+    assert fig.returncode == 0, fig.stderr
+    assert "timed" in fig.stdout and Path(png).read_bytes()[:4] == b"\x89PNG"
     assert read_attrs(out)["status"] == "completed"
