@@ -13,7 +13,8 @@ tensor (7.3-7.5 ms with float32 norms per chunk), with a relative error of
 about 1e-7 against the float64 sum. The CPU's chunk sets that error: MKL's
 float32 dot over 2^18 elements read 0.9-1.1e-6 on one machine (1e-7 on
 another), over 2^16 elements 1.3-1.7e-7 for 13 % more time (2.62 against
-2.31 ms on ResNet-18's gradients), over 2^14 1.4e-8 for twice the time.
+2.31 ms on 11.7M random elements, ResNet-18's size), over 2^14 1.4e-8 for
+twice the time.
 :func:`sq_norm_deferred` is the same for one tensor without reading a GPU's
 result back. :func:`sq_norm_part` takes one rank's share of tensors every
 rank holds alike (the synchronised gradients), so that a sum over ranks,
