@@ -81,7 +81,8 @@ def test_horovod_required_and_importable():
 
 
 @pytest.mark.parametrize("args", [["-b", "12X"], ["-f", "1"], ["-o", "alltoall"],
-                                  ["-a", "bogus"], ["-b", "2M", "-e", "1K"], ["-d", "int8"]])
+                                  ["-a", "bogus"], ["-b", "2M", "-e", "1K"], ["-d", "int8"],
+                                  ["--rounds", "0"]])
 def test_bench_cli_bad_values(tmp_path, args, capsys):
     from hpcbench.bench.collectives.job import CollectivesJob
     from hpcbench.runtime.lifecycle import run

@@ -69,6 +69,11 @@ class CollectivesJob(Job):
                        help="warm-up iterations at the smallest size (shrinks with size)")
         p.add_argument("-n", "--iters", type=_positive_int, default=50,
                        help="timed iterations at the smallest size (shrinks with size, >= 5)")
+        p.add_argument("--rounds", type=_positive_int, default=5,
+                       help="interleaved rounds per size: the implementations take turns in a "
+                            "Williams design, each round timing its share of the iterations "
+                            "(p50 and mean over all of them); 1: one block per implementation, "
+                            "as nccl-tests and OSU run (default 5)")
         p.add_argument("--nonblocking", action="store_true",
                        help="run the custom algorithms as their nonblocking form followed by "
                             "wait() (iallreduce(...).wait()); baselines stay blocking")
@@ -144,12 +149,16 @@ class CollectivesJob(Job):
         return GPU_BASELINES
 
     def memory_need(self):
-        """Four buffers of ``-e/--maxbytes`` per rank: input, output, the reference result and the
-        algorithm's scratch (a lower bound; the float64 pattern the inputs are made from is left out)."""
+        """Buffers of ``-e/--maxbytes`` per rank: an input and an output per kind of buffers (numpy,
+        torch: the implementations of one kind share them, :meth:`_interleaved`), the reference
+        result and the algorithm's scratch (a lower bound; the float64 pattern the inputs are made
+        from is left out)."""
         from hpcbench.runtime.memory import MemoryNeed
 
         a = self.cfg
-        return MemoryNeed(4 * a.maxbytes, f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op})")
+        baselines = self._baselines(a.device)
+        kinds = len({baselines[i].torch_buffers if i in baselines else Custom.torch_buffers for i in a.impls})
+        return MemoryNeed((2 * kinds + 2) * a.maxbytes, f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op})")
 
     def prepare(self) -> None:
         """Choose the device, start the baselines (gloo, Horovod, NCCL) and the ``--link`` transport (collective).
@@ -235,7 +244,6 @@ class CollectivesJob(Job):
         from hpcbench.bench.collectives.report import COLUMNS, busbw_factor, header, iters_for, row_text, sizes
         from hpcbench.results import Column
         from hpcbench.runtime.hosts import gather_hostnames
-        from hpcbench.runtime.timing import iteration_times
 
         a, comm = self.cfg, self.comm
         n, rank = comm.size, comm.rank
@@ -260,10 +268,10 @@ class CollectivesJob(Job):
                 count -= count % n
             nbytes = count * itemsize
             iters, warm = iters_for(nbytes, a.iters, a.warmup)
+            times = self._interleaved(count, iters, warm)
             mpi_time = float("nan")
             for impl, backend in self.backends.items():
-                b = self._buffers(count, backend)
-                t = iteration_times(comm, self._runner(impl, backend, b), iters, warm) * 1e6
+                t = times[impl] * 1e6
                 # correctness on fresh inputs
                 b = self._buffers(count, backend)
                 self._runner(impl, backend, b)()
@@ -295,6 +303,48 @@ class CollectivesJob(Job):
             say(f"# results: {rf.path}")
         return 0 if total_wrong == 0 else 1
 
+    def _interleaved(self, count: int, iters: int, warm: int) -> dict[str, np.ndarray]:
+        """Seconds of ``iters`` timed calls of every backend at ``count`` elements, taken in rounds.
+
+        The ``iters`` calls are split into ``min(--rounds, iters)`` rounds; in
+        each round every backend times its share in one block
+        (:func:`~hpcbench.runtime.timing.iteration_times`), the backends in
+        the round's order of a Williams design
+        (:func:`~hpcbench.runtime.interleave.balanced_orders`): a slow spell
+        of the machine (another process, the scheduler putting both ranks on
+        one core) falls on every backend alike instead of on one block, and
+        the p50 stays the typical call's as long as it spans fewer than half
+        the rounds. Each backend's ``warm`` untimed calls run before its first
+        round, and every round begins with one untimed call after the
+        sleeping line-up. Backends with the same kind of buffers (numpy or
+        torch) share one pair, so each round finds the same pages.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Per backend name, float64 seconds of shape (iters,), the slowest
+            rank's per call (collective).
+        """
+        from hpcbench.runtime.interleave import balanced_orders
+        from hpcbench.runtime.timing import iteration_times
+
+        names = list(self.backends)
+        shared: dict[bool, object] = {}
+        runners = {}
+        for impl in names:
+            backend = self.backends[impl]
+            if backend.torch_buffers not in shared:
+                shared[backend.torch_buffers] = self._buffers(count, backend)
+            runners[impl] = self._runner(impl, backend, shared[backend.torch_buffers])
+        rounds = min(self.cfg.rounds, iters)
+        share = [iters // rounds + (r < iters % rounds) for r in range(rounds)]
+        orders = balanced_orders(len(names))
+        parts: dict[str, list[np.ndarray]] = {i: [] for i in names}
+        for r in range(rounds):
+            for j in orders[r % len(orders)]:
+                impl = names[j]
+                parts[impl].append(iteration_times(self.comm, runners[impl], share[r], warm if r == 0 else 0))
+        return {i: np.concatenate(p) for i, p in parts.items()}
 
     def _buffers(self, count: int, backend):
         """Fresh buffers of one row (on the GPU with ``--device cuda``)."""

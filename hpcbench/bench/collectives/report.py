@@ -50,7 +50,8 @@ def header(args, n: int, nhosts: int, progress: str, link_text: str) -> list[str
     """The title and the two-line column header (names, then units)."""
     return [f"# hpcbench collectives: op={args.op} dtype={args.dtype} redop={args.redop} "
             f"ranks={n} hosts={nhosts} progress={progress} link={link_text} device={getattr(args, 'device', 'cpu')}"
-            f"{' custom=nonblocking+wait' if getattr(args, 'nonblocking', False) else ''}",
+            f"{' custom=nonblocking+wait' if getattr(args, 'nonblocking', False) else ''}"
+            f" rounds={getattr(args, 'rounds', 1)}{' (interleaved)' if getattr(args, 'rounds', 1) > 1 else ''}",
             f"# {'size':>10} {'count':>10} {'type':>8} {'redop':>5} {'impl':>18} {'time':>10} "
             f"{'p50':>10} {'p99':>10} {'algbw':>7} {'busbw':>7} {'vs_mpi':>7} {'#wrong':>7}",
             f"# {'(B)':>10} {'(elems)':>10} {'':>8} {'':>5} {'':>18} {'(us)':>10} "
