@@ -74,3 +74,8 @@ def test_implementations_of_one_kind_share_buffers_and_kinds_do_not():
         buffers.setdefault(name, set()).add(ident)
     assert all(len(v) == 1 for v in buffers.values())
     assert buffers["mpi"] == buffers["ring"] and buffers["gloo"] != buffers["mpi"]
+
+
+def test_no_implementation_left_times_nothing():
+    job, log = _job([], 5)
+    assert job._interleaved(64, 10, 1) == {} and log == []

@@ -329,6 +329,8 @@ class CollectivesJob(Job):
         from hpcbench.runtime.timing import iteration_times
 
         names = list(self.backends)
+        if not names:           # every implementation skipped (its note printed): nothing to time
+            return {}
         shared: dict[bool, object] = {}
         runners = {}
         for impl in names:
