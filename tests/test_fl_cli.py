@@ -144,6 +144,30 @@ def test_keys_help_reads_descriptions_and_section_defaults():
                      "        where it is", "  --inner.fmt (default 'given')"]
 
 
+def test_attribute_docstrings_are_read_for_help_only_and_inherited():
+    from pydantic import create_model
+
+    from hpcbench.runtime.config import attribute_docstrings, field_description
+
+    class Base(Strict):
+        size: int = 3
+        """how many"""
+        plain: int = 1
+        noted: float = Field(0.5, description="from the field")
+        """not this one"""
+
+    class Child(Base):
+        extra: str = "x"
+        """a child's own key"""
+
+    made = create_model("Made", __base__=Child, name=(str, "made"))
+    assert Base.model_fields["size"].description is None       # nothing read at class creation
+    assert attribute_docstrings(Base) == {"size": "how many", "noted": "not this one"}
+    assert [field_description(made, k) for k in ("size", "plain", "noted", "extra", "name")] == [
+        "how many", "", "from the field", "a child's own key", ""]
+    assert attribute_docstrings(made) == {}                     # no source: nothing, no error
+
+
 # --- --fedscale-conf ----------------------------------------------------------------------------
 
 def test_fedscale_conf_maps_onto_the_config(tmp_path, monkeypatch):

@@ -17,6 +17,9 @@ every float field of every section.
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
+import inspect
 import math
 import textwrap
 import typing
@@ -30,6 +33,7 @@ from hpcbench.runtime.bounded import ExpansionError, short_repr, yaml_node_size
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["ConfigError", "Strict", "StrategyConfig", "strategy_section", "load_config", "flatten_keys", "keys_help",
+           "attribute_docstrings", "field_description",
            "short_repr", "add_config_arguments", "config_overrides", "read_yaml_mapping", "load_yaml_text", "parse_finite",
            "finite_float", "MAX_CONFIG_BYTES", "MAX_CONFIG_VALUES"]
 
@@ -48,10 +52,15 @@ class Strict(BaseModel):
 
     A field's meaning, shown by ``--help`` (:func:`keys_help`), is its
     ``Field(description=...)`` or the docstring written on the line after it.
+    The docstrings are read from the source only when ``--help`` asks
+    (:func:`attribute_docstrings`), not by pydantic's
+    ``use_attribute_docstrings`` at class creation: that walks the stack and
+    ``inspect.getmodule`` for every model class, about 0.1-0.2 s of CPU per
+    process, paid by each of a job's ranks (64 of them in ``mpirun -np 64
+    python -m hpcbench.fl``) at every start.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True,
-                              allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class StrategyConfig(Strict):
@@ -239,6 +248,64 @@ def flatten_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     return keys
 
 
+@functools.lru_cache(maxsize=None)
+def attribute_docstrings(cls: type) -> dict[str, str]:
+    """The docstrings written under the annotated attributes of ``cls``'s own body, by attribute name.
+
+    A string literal on the statement right after ``name: annotation [= value]``
+    is ``name``'s docstring (PEP 257's "attribute docstrings"; the convention
+    pydantic's ``use_attribute_docstrings`` reads). Classes whose source
+    cannot be read (built at run time by ``create_model``, or without source
+    files) give an empty mapping.
+
+    Parameters
+    ----------
+    cls : type
+        A class; only its own body is read (see :func:`field_description` for
+        the inherited fields).
+
+    Returns
+    -------
+    dict of str to str
+        Attribute name to its docstring, cleaned by :func:`inspect.cleandoc`.
+    """
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+        body = ast.parse(source).body[0].body
+    except (OSError, TypeError, SyntaxError, IndexError, AttributeError):
+        return {}
+    docs = {}
+    for stmt, after in zip(body, body[1:]):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            docs[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def field_description(model: type[BaseModel], name: str) -> str:
+    """A field's meaning for ``--help``: its ``Field(description=...)``, else its attribute docstring.
+
+    The docstring is looked up in the classes of ``model``'s MRO, nearest
+    first, that declare ``name`` in their own body (a section made by
+    :func:`strategy_section` inherits its strategy's ``Config``).
+
+    Returns
+    -------
+    str
+        The description, or ``""`` when there is none.
+    """
+    field = model.model_fields[name]
+    if field.description:
+        return field.description
+    for cls in model.__mro__:
+        if name in vars(cls).get("__annotations__", {}):
+            doc = attribute_docstrings(cls).get(name)
+            if doc:
+                return doc
+    return ""
+
+
 def keys_help(model: type[BaseModel], prefix: str = "") -> str:
     """One entry per leaf key, read from the model itself (nothing is listed twice by hand).
 
@@ -287,7 +354,7 @@ def _help_lines(model: type[BaseModel], prefix: str, values: BaseModel | None) -
         elif listed and isinstance(default, list):   # a list of sections: each shown by its set keys
             default = [d.model_dump(exclude_defaults=True) or d.name for d in default]
             default = [d["name"] if isinstance(d, dict) and list(d) == ["name"] else d for d in default]
-        desc = " ".join((field.description or "").split())
+        desc = " ".join(field_description(model, name).split())
         head = f"  --{prefix}{name} (default {short_repr(default, 60)})"
         lines.append(head if not desc else head + "\n" + textwrap.indent(textwrap.fill(desc, 76), " " * 8))
         if listed:
@@ -323,9 +390,12 @@ def add_config_arguments(parser, model: type[BaseModel]) -> None:
 
     Adds the optional positional ``config`` (a YAML job file) and one hidden
     ``--dotted.key`` option per key of :func:`flatten_keys` (stored under
-    ``key:dotted.key``, read back by :func:`config_overrides`), and appends
-    :func:`keys_help` to the parser's epilog, so ``--help`` lists every key with
-    its default and meaning.
+    ``key:dotted.key``, read back by :func:`config_overrides`), and has the
+    parser's help end with :func:`keys_help`, so ``--help`` lists every key
+    with its default and meaning. The listing is built when the help is
+    formatted, not here: it reads the config classes' source for their
+    attribute docstrings, work that every rank of every job would otherwise
+    do at start-up for a help text only ``--help`` prints.
 
     Parameters
     ----------
@@ -338,9 +408,19 @@ def add_config_arguments(parser, model: type[BaseModel]) -> None:
     for key in flatten_keys(model):
         parser.add_argument(f"--{key}", dest="key:" + key, metavar="VALUE", default=None,
                             help=argparse.SUPPRESS)
-    listing = ("config keys (set in the YAML file, or on the command line as --KEY VALUE, "
-               "dotted for nested keys):\n" + keys_help(model))
-    parser.epilog = f"{parser.epilog}\n\n{listing}" if parser.epilog else listing
+    format_help = parser.format_help
+
+    def format_help_with_keys() -> str:
+        listing = ("config keys (set in the YAML file, or on the command line as --KEY VALUE, "
+                   "dotted for nested keys):\n" + keys_help(model))
+        epilog = parser.epilog
+        parser.epilog = f"{epilog}\n\n{listing}" if epilog else listing
+        try:
+            return format_help()
+        finally:
+            parser.epilog = epilog
+
+    parser.format_help = format_help_with_keys
 
 
 def config_overrides(args) -> dict[str, str]:
