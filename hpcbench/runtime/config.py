@@ -55,8 +55,8 @@ class Strict(BaseModel):
     The docstrings are read from the source only when ``--help`` asks
     (:func:`attribute_docstrings`), not by pydantic's
     ``use_attribute_docstrings`` at class creation: that walks the stack and
-    ``inspect.getmodule`` for every model class, about 0.1-0.2 s of CPU per
-    process, paid by each of a job's ranks (64 of them in ``mpirun -np 64
+    ``inspect.getmodule`` for every model class (with the eager help listing,
+    about 0.06 s of CPU per process, docs/fl.md "Start-up"), paid by each of a job's ranks (64 of them in ``mpirun -np 64
     python -m hpcbench.fl``) at every start.
     """
 
@@ -299,7 +299,7 @@ def field_description(model: type[BaseModel], name: str) -> str:
     if field.description:
         return field.description
     for cls in model.__mro__:
-        if name in vars(cls).get("__annotations__", {}):
+        if name in inspect.get_annotations(cls):
             doc = attribute_docstrings(cls).get(name)
             if doc:
                 return doc
