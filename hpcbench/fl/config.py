@@ -18,8 +18,10 @@ from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config_async import AsyncConfig
 from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
 from hpcbench.fl.data import DATASETS
+from hpcbench.fl.engines import AUTO, ENGINES, EngineJob, auto_engine
 from hpcbench.fl.limits import MAX_SAMPLE_GRADIENTS, sample_gradients
 from hpcbench.fl.models import MODELS
+from hpcbench.fl.rounds import ROUND_DRIVERS
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, strategy_section
@@ -160,7 +162,7 @@ class FLConfig(_Strict):
     round: ``cores`` (default) as many as the node has cores available to
     its executors, ``all`` every executor, or a number. The active executors
     rotate round by round; results do not depend on it (see
-    :mod:`hpcbench.fl.emulation`).
+    :mod:`hpcbench.fl.executors.pool`).
 
     ``selection`` and ``aggregator`` are sections ``{name: NAME, ...}`` with
     ``NAME`` registered in ``SELECTORS`` / ``AGGREGATORS`` and the other keys
@@ -170,14 +172,17 @@ class FLConfig(_Strict):
     below ``min_learning_rate`` (``decay_factor: 1``, the default, keeps it
     constant; FedScale uses 0.98).
 
-    ``client_training: auto`` (the default) resolves, at validation, to
+    ``client_training`` names an engine of ``ENGINES``
+    (:mod:`hpcbench.fl.engines`), or ``auto`` (the default), which resolves
+    at validation to :func:`hpcbench.fl.engines.auto_engine`'s choice:
     ``numpy`` where the torch-free engine trains the job (a model with a
     numpy twin, ``mode: sync``, no compression, ``traces.compute_cost:
     trace``, an aggregator whose client-side term has a numpy gradient) and
-    to ``sequential`` otherwise; the validated config, and so the results
-    file, holds the engine chosen, and :attr:`engine_chosen` says that it was
-    chosen. Versions before ``auto`` ran ``sequential`` unless told otherwise:
-    ``client_training: sequential`` gives their bits.
+    ``sequential`` otherwise; the results
+    file (:meth:`record`) and :attr:`engine` hold the engine chosen, and
+    :attr:`engine_chosen` says that it was chosen. Versions before ``auto``
+    ran ``sequential`` unless told otherwise: ``client_training:
+    sequential`` gives their bits.
 
     ``mode``: ``sync`` (synchronous rounds) or ``async`` (FedBuff, settings in
     ``asynchronous``; see :mod:`hpcbench.fl.asynchronous`), where FedBuff's
@@ -209,7 +214,7 @@ class FLConfig(_Strict):
     """client SGD learning rate"""
     momentum: float = Field(0.0, ge=0, lt=1)
     """client SGD momentum"""
-    client_training: Literal["auto", "sequential", "batched", "numpy"] = "auto"
+    client_training: str = AUTO
     """auto: numpy where the job allows it, else sequential (the engine chosen is what the results file records); numpy: torch-free engine (mlp/logreg, sync, uncompressed), no rank imports torch; sequential: one torch model per client, one after another (the bits of versions before auto); batched: vmapped together, not bit-identical"""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     """where the torch engines train clients: cpu; cuda (one GPU per executor rank, the node-local rank modulo the visible GPUs; exit 2 when none is visible; not the numpy engine); auto (cuda where a GPU is visible). Aggregation and evaluation stay on the CPU"""
@@ -230,7 +235,7 @@ class FLConfig(_Strict):
     stop_at_target: bool = False
     """end the job at the first evaluation reaching target_accuracy"""
     traces: TracesConfig = TracesConfig()
-    mode: Literal["sync", "async"] = "sync"
+    mode: str = "sync"
     """sync: synchronous rounds; async: FedBuff buffered asynchronous updates (section asynchronous)"""
     asynchronous: AsyncConfig = AsyncConfig()
     """FedBuff settings, read when mode is async"""
@@ -249,12 +254,29 @@ class FLConfig(_Strict):
     checkpoint: str = Field("{output}.ckpt", min_length=1)
     """checkpoint file; {output} (the results file) and {job_name} are filled in; --resume FILE continues it"""
 
+    _engine: str = PrivateAttr(AUTO)
     _engine_chosen: bool = PrivateAttr(False)
+    _mode = field_validator("mode")(ROUND_DRIVERS.checker())
+
+    @field_validator("client_training")
+    @classmethod
+    def _engine_name(cls, value: str) -> str:
+        return value if value == AUTO else ENGINES.check(value)
+
+    @property
+    def engine(self) -> str:
+        """The ``ENGINES`` name that trains clients: ``client_training``, or the engine ``auto`` chose."""
+        return self._engine
 
     @property
     def engine_chosen(self) -> bool:
-        """True when ``client_training`` was ``auto`` and validation chose the engine it now holds."""
+        """True when ``client_training`` is ``auto`` and validation chose :attr:`engine`."""
         return self._engine_chosen
+
+    def record(self) -> dict:
+        """The config as the results file and checkpoints keep it: every key, ``client_training`` the engine
+        that runs (:attr:`engine`)."""
+        return {**self.model_dump(), "client_training": self._engine}
 
     @model_validator(mode="after")
     def _check(self):
@@ -266,18 +288,17 @@ class FLConfig(_Strict):
             raise ValueError(f"model {self.model.name!r} reads {model_kind} but dataset {self.dataset.name!r} "
                              f"gives {data_kind}; models for it: "
                              f"{', '.join(n for n, m in MODELS.items() if m.input_kind == data_kind)}")
-        if self.mode == "async" and not AGGREGATORS[self.aggregator.name].accepts_pseudo_gradient:
+        if ROUND_DRIVERS[self.mode].buffered and not AGGREGATORS[self.aggregator.name].accepts_pseudo_gradient:
             raise ValueError(f"aggregator {self.aggregator.name!r} needs per-client updates and cannot take "
-                             f"FedBuff's buffered sum (mode 'async'); aggregators for async mode: "
+                             f"FedBuff's buffered sum (mode {self.mode!r}); aggregators for it: "
                              f"{', '.join(n for n, a in AGGREGATORS.items() if a.accepts_pseudo_gradient)}")
-        if self.client_training == "batched" and (self.mode != "sync" or model_kind != "features"):
-            raise ValueError(f"client_training 'batched' needs mode 'sync' and a model reading feature vectors "
-                             f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
-        if self.client_training == "auto":  # frozen model: set the resolved engine once, here
-            object.__setattr__(self, "client_training", "sequential" if self.numpy_engine_problems() else "numpy")
-            self._engine_chosen = True
-        elif self.client_training == "numpy" and self.numpy_engine_problems():
-            raise ValueError("client_training 'numpy' does not support " + "; ".join(self.numpy_engine_problems()))
+        if self.client_training == AUTO:  # private attributes: the fields stay as given
+            self._engine, self._engine_chosen = auto_engine(self.engine_job()), True
+        elif self.engine_problems(self.client_training):
+            raise ValueError(f"client_training {self.client_training!r} does not support "
+                             + "; ".join(self.engine_problems(self.client_training)))
+        else:
+            self._engine = self.client_training
         work = sample_gradients(self)
         if work > MAX_SAMPLE_GRADIENTS:
             per = "asynchronous.buffer_size" if self.mode == "async" else "ceil(participants x overcommitment)"
@@ -288,31 +309,17 @@ class FLConfig(_Strict):
                              f"(months to years of training); lower rounds, local_steps or batch_size")
         return self
 
-    def numpy_engine_problems(self) -> list[str]:
-        """The settings the torch-free engine (:mod:`hpcbench.fl.numpy_training`) does not implement.
+    def engine_job(self) -> EngineJob:
+        """The facts of this job that a client-training engine's ``problems`` reads."""
+        return EngineJob(self.device, self.mode, self.model.name, MODELS[self.model.name],
+                         tuple((key, getattr(self, key).name, getattr(self, key).enabled)
+                               for key in ("uplink_compression", "downlink_compression")),
+                         self.traces.compute_cost, self.aggregator.name,
+                         AGGREGATORS[self.aggregator.name](self.aggregator))
 
-        Empty when it can train the job; then a rank that trains no client
-        (rank 0 of a multi-rank job) needs no torch whatever the engine
-        (:func:`hpcbench.fl.setup.uses_torch`).
-        """
-        problems = []
-        if self.device == "cuda":
-            problems.append("device 'cuda' (the numpy engine computes on the CPU; needs 'cpu' or 'auto')")
-        if self.mode != "sync":
-            problems.append(f"mode {self.mode!r} (needs 'sync')")
-        if MODELS[self.model.name].numpy_target is None:
-            problems.append(f"model {self.model.name!r} (numpy models: "
-                            f"{', '.join(n for n, m in MODELS.items() if m.numpy_target)})")
-        for key in ("uplink_compression", "downlink_compression"):
-            if getattr(self, key).enabled:
-                problems.append(f"{key}.name {getattr(self, key).name!r} (the codecs are torch's; needs 'none')")
-        if self.traces.compute_cost != "trace":
-            problems.append(f"traces.compute_cost {self.traces.compute_cost!r} (torch counts the FLOPs; "
-                            f"needs 'trace')")
-        aggregator = AGGREGATORS[self.aggregator.name](self.aggregator)
-        if aggregator.client_regulariser() is not None and aggregator.client_regulariser_gradient() is None:
-            problems.append(f"aggregator {self.aggregator.name!r} (its client-side term has no numpy gradient)")
-        return problems
+    def engine_problems(self, name: str) -> list[str]:
+        """What of this job engine ``name`` (in ``ENGINES``) does not implement; empty when it can train it."""
+        return ENGINES[name].problems(self.engine_job())
 
 
 def flatten_keys(model: type[BaseModel] = FLConfig, prefix: str = "") -> list[str]:

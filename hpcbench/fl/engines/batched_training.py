@@ -1,7 +1,7 @@
 """Opt-in fast path (``client_training: batched``): many clients' local SGD as one batched computation.
 
 The default (``sequential``) trains one client after another with
-:func:`hpcbench.fl.training.train_client`; a round of 1,300 digits clients
+:func:`hpcbench.fl.engines.training.train_client`; a round of 1,300 digits clients
 then costs 1,300 x 5 small forward/backward passes whose time is mostly
 per-operation overhead. Here the clients of a group train together:
 ``torch.func.vmap`` of ``torch.func.grad`` over ``torch.func.functional_call``
@@ -11,7 +11,7 @@ applied to the stack.
 
 It is the same algorithm (the same mini-batches, drawn from the same
 per-client generators; the same objective, regulariser, momentum and
-learning rate; the same :class:`hpcbench.fl.training.LocalResult` fields),
+learning rate; the same :class:`hpcbench.fl.engines.training.LocalResult` fields),
 but batched kernels sum in another order than the per-client ones, so the
 updates differ from the sequential path's in the last bits (relative
 differences of order 1e-6 per step, which training compounds): results are
@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 from hpcbench.fl.models import load_flat_parameters
-from hpcbench.fl.numpy_training import chunks_by_batch_size
-from hpcbench.fl.training import LocalResult, local_loss
+from hpcbench.fl.engines.numpy_training import chunks_by_batch_size
+from hpcbench.fl.engines.training import LocalResult, local_loss
 
 __all__ = ["CHUNK", "train_clients_batched"]
 
@@ -72,7 +72,7 @@ def train_clients_batched(model: torch.nn.Module, global_flat: torch.Tensor, sha
     local_steps, batch_size : int
     learning_rate, momentum : float
     generators : list of torch.Generator
-        One per shard, as :func:`hpcbench.fl.training.client_generator` gives.
+        One per shard, as :func:`hpcbench.fl.engines.training.client_generator` gives.
     regulariser : callable, optional
         ``term(params, global_params) -> 0-d tensor`` (applied per client).
     global_loss : bool
