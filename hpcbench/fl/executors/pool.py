@@ -269,7 +269,11 @@ class ExecutorPool:
     def serve(self, step: int, engine) -> bool:
         """Executor's part of ``step``: receive, train with ``engine`` (a ClientEngine), send back.
 
-        Returns False when the job ended before this step's work came.
+        Every executor active in ``step`` (:meth:`active`) waits for a control
+        block, so the aggregator's plan for a step names all of them (an empty
+        :class:`~hpcbench.fl.engines.base.ClientTasks` for one without work,
+        as :func:`assign_clients` gives). Returns False when the job ended
+        before this step's work came.
         """
         if self.rank not in self.active(step):
             return True  # not this executor's turn: no message, no wake-up
