@@ -102,25 +102,25 @@ def test_fl_executors_per_node_and_bits_of_one_host(layout, fl_one_host, tmp_pat
     assert _hostnames(out) == [f"node{i}" for i, k in enumerate(hosts) for _ in range(k)]
 
 
-@pytest.mark.parametrize("how", ["raise", "exit"])
-def test_a_rank_failing_on_the_second_host_ends_every_rank(how, tmp_path):
-    """Rank 3 (on node1) raises, or vanishes (os._exit), at its second step of a long sweep: every rank on every
-    host ends within seconds; a raise marks the file failed, naming the rank."""
+def test_a_rank_raising_on_the_second_host_ends_every_rank(tmp_path):
+    """Rank 3 (on node1) raises at its second step of a long sweep: every rank on both hosts ends within
+    seconds (the lifecycle's failure notice, then MPI_Abort across hosts), the file is failed, naming the rank.
+
+    A rank that *vanishes* (``--fault-inject 3:2:exit``) is not tested here: with several hosts MPICH 5.0.2's
+    Hydra ``mpiexec`` fails to signal the proxies ("unable to write data to proxy", also with ``-launcher
+    fork``) and waits for ever (docs/running.md); under Slurm, ``srun --kill-on-bad-exit`` ends the step
+    (tests/test_slurm_multinode.py)."""
     out = tmp_path / "c.h5"
     start = time.monotonic()
-    proc = run_on_hosts((3, 1) if how == "exit" else (2, 2),
-                        ["-m", "hpcbench.collectives.bench", "-a", "mpi,ring,hierarchical", "-b", "1K", "-e", "64M",
-                         "-f", "2", "-n", "50", "--fault-inject", f"3:2:{how}", "--output", str(out)], timeout=120)
+    proc = run_on_hosts((2, 2), ["-m", "hpcbench.collectives.bench", "-a", "mpi,ring,hierarchical", "-b", "1K",
+                                 "-e", "64M", "-f", "2", "-n", "50", "--fault-inject", "3:2:raise",
+                                 "--output", str(out)], timeout=120)
     took = time.monotonic() - start
-    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert took < 45, f"{took:.1f} s"
     wait_unlocked(out)
     attrs = read_attrs(out)
-    if how == "raise":
-        assert proc.returncode == 1, proc.stderr
-        assert attrs["status"] == "failed" and attrs["error"].startswith("rank 3"), dict(attrs)
-    else:
-        assert attrs["status"] in ("running", "failed")           # 'interrupted' once no process holds it
+    assert attrs["status"] == "failed" and attrs["error"].startswith("rank 3"), dict(attrs)
 
 
 # ------------------------------------------------------------------ training and pipeline runners
@@ -133,8 +133,10 @@ def test_training_resizes_across_hosts(tmp_path):
                                  "--elastic", "{schedule: '0:4, 2:1, 3:3'}", "--output", str(out)], timeout=300)
     _ok(proc)
     assert read_attrs(out)["unique_hosts"] == 2
-    workers = sorted({int(w) for w in read_table(out, "iterations")["workers"]})
-    assert workers == [1, 3, 4]
+    resizes = read_table(out, "resizes")
+    assert [(int(o), int(n), str(k)) for o, n, k in zip(resizes["old"], resizes["new"], resizes["kind"])] == \
+        [(4, 1, "shrink"), (1, 3, "grow")]
+    assert {1, 3, 4} <= {int(w) for w in read_table(out, "steps")["workers"]}
 
 
 def test_pipeline_on_two_hosts(tmp_path):

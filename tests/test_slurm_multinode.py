@@ -80,15 +80,18 @@ def test_collectives_template_runs_on_two_nodes(two_nodes, tmp_path):
     assert attrs["slurm_job_nodelist"] == "node[1-2]" and attrs["slurm_job_id"]
 
 
-def test_fl_template_failing_rank_on_the_second_node_ends_the_job(two_nodes, tmp_path):
-    """A rank of node2 raises: every task on both nodes ends, the job's status is 1, the file failed."""
+def test_fl_template_rank_vanishing_on_the_second_node_ends_the_job(two_nodes, tmp_path):
+    """A rank of node2 vanishes (os._exit, as a crash would): every task on both nodes ends, the job's status
+    is 1, the file failed (srun --kill-on-bad-exit's SIGTERM is a failure for the others). Under mpiexec with
+    several hosts the same fault hangs Hydra (docs/running.md); a rank raising is tested on emulated hosts."""
+    how = "exit"
     from hpcbench.results.status import file_status
 
     res = tmp_path / "fl.h5"
     t0 = time.time()
     code, log = _run_job(two_nodes, tmp_path, "jobs/fl.sbatch", "jobs/configs/digits.yaml", "--rounds", "400",
                          "--eval_interval", "50", "--progress", "false", "--output", str(res),
-                         "--fault-inject", "3:3:raise")
+                         "--fault-inject", f"3:3:{how}")
     assert code == 1 and "fault injected on rank 3" in log, (code, log[-3000:])
     assert time.time() - t0 < 120
     assert file_status(res).state == "failed"
