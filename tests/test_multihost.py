@@ -7,6 +7,7 @@ seconds.
 
 from __future__ import annotations
 
+import os
 import time
 
 import h5py
@@ -50,6 +51,9 @@ def test_collectives_benchmark_on_two_hosts_lists_both_and_checks_every_algorith
     assert "ranks=4 hosts=2 " in proc.stdout and "# Check: OK (0 wrong elements)" in proc.stdout
     assert _hostnames(out) == ["node0", "node0", "node1", "node1"]
     assert read_attrs(out)["unique_hosts"] == 2
+    # both emulated hosts share this machine's cores: judged together
+    over = read_attrs(out)["oversubscribed"]
+    assert over == ("node0+node1: 4 ranks on %d cores" % os.cpu_count() if os.cpu_count() < 4 else ""), over
     rows = read_table(out, "results")
     assert {"hierarchical", "binary_tree_star", "ring", "mpi"} <= set(rows["impl"])
 
