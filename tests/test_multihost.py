@@ -87,7 +87,7 @@ def fl_one_host(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("layout", ["2x2", "3+1"])
+@pytest.mark.parametrize("layout", ["2x2", "3+1", "4x1"])
 def test_fl_executors_per_node_and_bits_of_one_host(layout, fl_one_host, tmp_path):
     """One executor per node per round (executor_concurrency 1), in rotation on each node; the model's bits
     are those of the one-host run at the same -np."""
@@ -100,8 +100,10 @@ def test_fl_executors_per_node_and_bits_of_one_host(layout, fl_one_host, tmp_pat
     clients = read_table(out, "clients")
     trained = clients["executor_rank"] >= 0
     per_round = [sorted(set(clients["executor_rank"][trained & (clients["round"] == r)])) for r in range(1, 5)]
-    # rank 0 aggregates; executors: 2x2 -> node0 [1], node1 [2, 3]; 3+1 -> node0 [1, 2], node1 [3]
-    want = {"2x2": [[1, 2], [1, 3], [1, 2], [1, 3]], "3+1": [[1, 3], [2, 3], [1, 3], [2, 3]]}[layout]
+    # rank 0 aggregates; executors: 2x2 -> node0 [1], node1 [2, 3]; 3+1 -> node0 [1, 2], node1 [3];
+    # 4x1 -> node0 none, node1..node3 one each
+    want = {"2x2": [[1, 2], [1, 3], [1, 2], [1, 3]], "3+1": [[1, 3], [2, 3], [1, 3], [2, 3]],
+            "4x1": [[1, 2, 3]] * 4}[layout]
     assert per_round == want
     assert _hostnames(out) == [f"node{i}" for i, k in enumerate(hosts) for _ in range(k)]
 
