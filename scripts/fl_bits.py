@@ -89,7 +89,7 @@ MACHINE = {"wall_time_s", "round_wall_s", "train_wall_s", "train_cpu_s", "peak_r
            "wall_to_accuracy_s"}
 #: attributes that record the machine, the time or the code version
 PROVENANCE = {"end_time", "start_time", "heartbeat", "run_id", "writer_pid", "git_commit", "wall_s", "hosts",
-              "wall_to_accuracy_s", "resumed_at", "oversubscribed", "load_average"}
+              "wall_to_accuracy_s", "resumed_at", "oversubscribed", "load_average", "slurm_job_nodelist"}
 
 
 def run_jobs(code: Path, out: Path, only: set[str] | None) -> bool:
