@@ -97,6 +97,8 @@ def test_more_bad_manifests(tmp_path):
                                         "takes flags"),
         "a tolerance without the doc value": (GOOD.replace("states: 1.57, ", ""), "tolerance without states"),
         "a doc range low above high": (GOOD.replace("[2.9, 3.1]", "[3.1, 2.9]"), "low above high"),
+        "a doc value its mirrors do not quote": (GOOD.replace("states: 1.57,", "states: 1.58,"),
+                                                 "states 1.58 is not in mirrors"),
     }
     for what, (text, needle) in cases.items():
         with pytest.raises(ManifestError, match=None) as info:

@@ -40,7 +40,7 @@ figures:
     analysis: {script: analysis/plot_costmodel.py}
     claims:
       - {name: measured, mirrors: a fixture, quantity: "max(cost.results.measured) * 1000", op: ">", threshold: 0, unit: ms}
-      - {name: reps_from_results, mirrors: a fixture, quantity: "first(again.attrs.world_size)", op: between, threshold: [2, 2], states: 3, tolerance: 0.5}
+      - {name: reps_from_results, mirrors: a fixture stating 3, quantity: "first(again.attrs.world_size)", op: between, threshold: [2, 2], states: 3, tolerance: 0.5}
       - {name: broken, mirrors: a threshold no run can meet, quantity: "max(cost.results.ratio)", op: ">=", threshold: 1.0e9}
 """
 
