@@ -83,9 +83,11 @@ def _listing(manifest, plans: dict) -> list[str]:
                        formats=("s", "s", "d", "s", "s", "d", "s", "s"))
         lines += ["  " + line for line in table]
         if fig.claims:
-            claims = [(c.name, c.threshold_text(), "full tier only" if c.full_only else "quick and full",
+            claims = [(c.name, c.threshold_text(), c.states_text() + (f" +- {c.tolerance:g}" if c.tolerance else "")
+                       if c.states is not None else "-", "full tier only" if c.full_only else "quick and full",
                        c.mirrors) for c in fig.claims]
-            lines += ["  " + line for line in render(("claim", "threshold", "tiers", "mirrors"), claims)]
+            lines += ["  " + line for line in render(("claim", "threshold", "docs state", "tiers", "mirrors"),
+                                                     claims)]
         lines.append("")
     for tier in ("quick", "full"):
         plan = plans[tier]

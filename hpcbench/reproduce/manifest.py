@@ -277,6 +277,11 @@ class Claim(_Model):
             raise ValueError(f"states {list(self.states)}: low above high")
         if self.tolerance and self.states is None:
             raise ValueError("tolerance without states: give the value the docs state")
+        stated = self.states if isinstance(self.states, tuple) else () if self.states is None else (self.states,)
+        quoted = [v for v in stated if f"{v:g}" not in self.mirrors]
+        if quoted:
+            raise ValueError(f"states {quoted[0]:g} is not in mirrors ({self.mirrors!r}): a claim states the "
+                             f"number its docs give, which its mirrors text quotes")
         return self
 
     def states_text(self) -> str:
