@@ -13,6 +13,7 @@ line.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -155,7 +156,7 @@ class Session:
                            wall_s=handle.wall_s, output=str(run.output), log=handle.log, recipe=recipe,
                            config_sha256=config_digest(run.output) if handle.rc == 0 else "",
                            launcher=self.launcher.name, job_id=handle.job_id, expected_s=run.expected_s,
-                           note=note, code=self.code)
+                           note=note, code=self.code, load_average=[round(x, 2) for x in os.getloadavg()])
         wall = f"{handle.wall_s:.1f} s" if handle.wall_s is not None else "unknown time"
         self.say(f"    {run.key}: {state} in {wall} (exit {handle.rc}){': ' + note if note else ''}")
         if state == "failed":
