@@ -18,7 +18,9 @@ budget (:data:`BUDGET_BYTES` in all, :data:`FILE_BUDGET_BYTES` a file;
 
 A table of measured numbers that no kept file backs carries a label on the
 line before it instead: ``<!-- measured: commit C, MACHINE, DATE; no file:
-REASON -->``. ``--audit`` counts the generated blocks, the labelled tables and
+REASON -->`` (or ``; file: docs/measured/PATH`` for a table typed from a kept
+file that no template renders yet). A reference table whose decimals are not
+measurements (defaults, formulas) says so: ``<!-- not measured: REASON -->``. ``--audit`` counts the generated blocks, the labelled tables and
 the tables with numbers that have neither, and lists the last.
 
 Without options: rewrite the blocks in place. ``--check``: rewrite nothing;
@@ -46,9 +48,10 @@ BUDGET_BYTES = 4 * 2 ** 20
 FILE_BUDGET_BYTES = 512 * 2 ** 10
 
 _BLOCK = re.compile(r"(<!-- generated: ([A-Za-z0-9_.-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
-_LABEL = re.compile(r"<!-- measured: .*commit [0-9a-f]{7,40}.*; no file: .+-->")
+_LABEL = re.compile(r"<!-- measured: .*commit [0-9a-f]{7,40}.*; (no file: .+|file: docs/measured/\S+.*)-->")
 _TABLE_ROW = re.compile(r"^\|.*\|\s*$")
-_NUMBER = re.compile(r"\d+\.\d+|\d{2,}")
+_NUMBER = re.compile(r"(?<![\w.])\d+\.\d+")        # a decimal: what a measurement prints
+_CODE = re.compile(r"`[^`]*`")
 
 
 class RenderError(Exception):
@@ -169,7 +172,11 @@ def process(root: Path, check: bool) -> list[str]:
 
 
 def audit(root: Path) -> tuple[int, int, list[str]]:
-    """(generated blocks, labelled tables, ``FILE:LINE`` of each table with numbers that is neither)."""
+    """(generated blocks, labelled tables, ``FILE:LINE`` of each table with numbers that is neither).
+
+    A table "with numbers" has at least two decimals (``1.57``, ``0.953``) outside code spans in its
+    rows: what a measurement prints, unlike a reference table of keys, types and defaults.
+    """
     generated = labelled = 0
     bare = []
     for doc in _docs(root):
@@ -190,7 +197,9 @@ def audit(root: Path) -> tuple[int, int, list[str]]:
                 prev = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
                 if _LABEL.search(prev):
                     labelled += 1
-                elif any(_NUMBER.search(row) for row in body):
+                elif prev.startswith("<!-- not measured:"):
+                    pass
+                elif sum(len(_NUMBER.findall(_CODE.sub("", row))) for row in body) >= 2:
                     bare.append(f"{doc.relative_to(root)}:{start + 1}")
                 continue
             i += 1
