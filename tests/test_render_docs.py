@@ -97,7 +97,7 @@ def test_a_block_without_template_or_source_exits_2_and_the_audit_counts_tables(
     assert proc.returncode == 2 and "nothing.json" in proc.stderr
     doc.write_text("<!-- generated: tiny -->\n<!-- /generated -->\n\n"
                    "<!-- measured: commit 1234567, a 2-core VM, 2026-01-02; no file: the run's file was not kept -->\n"
-                   "| a | b |\n|---|---|\n| 1.5 | 22 |\n\n| a | b |\n|---|---|\n| 3.25 | x |\n\n"
+                   "| a | b |\n|---|---|\n| 1.5 | 22 |\n\n| a | b |\n|---|---|\n| 3.25 | 4.5 |\n\n"
                    "| words | only |\n|---|---|\n| a | b |\n\n"
                    "<!-- not measured: defaults -->\n| key | default |\n|---|---|\n| lr | 0.01 |\n| mu | 0.1 |\n")
     proc = _render(root, "--audit")
