@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Keep the results of a reproduction in the repository: a compact extract under ``docs/measured/``.
 
-``python scripts/keep_results.py OUT NAME [--figures F ...] [--load-log FILE] [--timing | --no-timing]``
+``python scripts/keep_results.py OUT NAME --tier quick|full --timing|--no-timing [--figures F ...] [--load-log FILE]``
 
 Reads the results files of ``hpcbench reproduce``'s output folder ``OUT``
 (``OUT/runs/FIGURE/RUN.h5``, every completed run of the chosen figures) and
@@ -69,7 +69,7 @@ def _load(ledger_entries: list[dict], load_log: Path | None, start: str, end: st
             parts = line.split()
             if len(parts) >= 2 and t0 <= _time(parts[0]) <= t1:
                 values.append(float(parts[1]))
-        how = f"sampled every few seconds over the runs ({load_log.name})"
+        how = "sampled over the runs"
     if not values:
         raise SystemExit("keep_results: no load recorded: the ledger has no load_average and no --load-log was "
                          "given (the load is part of every kept file's provenance)")
@@ -77,7 +77,7 @@ def _load(ledger_entries: list[dict], load_log: Path | None, start: str, end: st
             f"{how}")
 
 
-def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None, timing: bool) -> dict:
+def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None, timing: bool, tier: str) -> dict:
     """The extract of ``out``'s completed runs (of ``figures``; default all) as a JSON-ready dict."""
     from hpcbench.reproduce.machine import describe_machine
     from hpcbench.results.reader import open_file, read_attrs
@@ -111,7 +111,6 @@ def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None,
     machine = describe_machine()
     host = next(iter(hosts))
     shown_figures = sorted({r["figure"] for r in runs})
-    tier = "full" if "full" in out.name else "quick"
     return {
         "name": name,
         "provenance": {
@@ -134,12 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("name", help="the extract's name: docs/measured/NAME.json")
     p.add_argument("--figures", nargs="+", default=None, help="only these figures' runs")
     p.add_argument("--load-log", type=Path, default=None, help="ISO-TIME LOAD1 ... lines sampled during the runs")
+    p.add_argument("--tier", choices=("quick", "full"), required=True, help="the tier the reproduction ran")
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, required=True,
                    help="whether the kept numbers are wall-time measurements (the load then matters)")
     p.add_argument("--dest", type=Path, default=ROOT / "docs" / "measured")
     args = p.parse_args(argv)
     try:
-        extract = keep(args.out, args.name, args.figures, args.load_log, args.timing)
+        extract = keep(args.out, args.name, args.figures, args.load_log, args.timing, args.tier)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
