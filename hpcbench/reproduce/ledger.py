@@ -56,6 +56,19 @@ def config_digest(path) -> str:
     return hashlib.sha256(str(text).encode()).hexdigest()
 
 
+def _file_code(path) -> dict:
+    """The code identity a results file itself records (its ``git_commit`` attribute), for a ledger line without one."""
+    from hpcbench.results.reader import open_file
+
+    try:
+        with open_file(path) as h5:
+            commit = h5.attrs.get("git_commit", "")
+    except OSError:
+        return {}
+    commit = commit.decode() if isinstance(commit, bytes) else str(commit)
+    return {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty"), "package_diff_sha256": ""}
+
+
 class Ledger:
     """The append-only record of one output folder (``OUT/ledger.jsonl``).
 
@@ -136,5 +149,5 @@ class Ledger:
             return Freshness(False, "made by other code: " + ", ".join(changed))
         if changed:
             return Freshness(True, "kept (--reuse) though made by other code: " + ", ".join(changed),
-                             last.get("code") or {})
+                             last.get("code") or _file_code(output))
         return Freshness(True, "completed with the same config")
