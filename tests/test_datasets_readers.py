@@ -180,3 +180,25 @@ def test_config_names_the_key():
         FLConfig.model_validate({"dataset": {"name": "leaf_femnist"}, "model": {"name": "cnn"}})
     with pytest.raises(ValidationError, match="samples_per_client: null"):
         DatasetConfig(name="digits", partition="quantity")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case", ["missing", "bad_leaf"])
+def test_bad_data_exits_2(tmp_path, case):
+    from mpitools import run_mpi
+
+    if case == "missing":
+        flags = ["--dataset.name", "fashion_mnist", "--dataset.path", str(tmp_path / "none"), "--model.name", "cnn"]
+        message = "apt-get install dataset-fashion-mnist"
+    else:
+        write_leaf(tmp_path / "leaf", "femnist", users=3)
+        sorted((tmp_path / "leaf" / "test").iterdir())[0].write_text('{"users": []}')
+        flags = ["--dataset.name", "leaf_femnist", "--dataset.path", str(tmp_path / "leaf"), "--dataset.partition",
+                 "natural", "--model.name", "cnn", "--participants", "2"]
+        message = "missing key(s) num_samples, user_data"
+    out = tmp_path / "bad.h5"
+    proc = run_mpi(2, ["-m", "hpcbench.fl", *flags, "--rounds", "1", "--progress", "false", "--output", str(out)],
+                   timeout=240)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert message in proc.stdout + proc.stderr
+    assert not out.exists()
