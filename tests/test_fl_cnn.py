@@ -63,10 +63,14 @@ def test_batched_chunks_bound_memory():
 
 def test_auto_and_engine_support():
     base = {"dataset": {"name": "idx", "path": "/nonexistent"}}
-    assert FLConfig.model_validate({**base, "model": {"name": "cnn"}}).client_training == "batched"
-    assert FLConfig.model_validate({**base, "model": {"name": "cnn"}, "mode": "async"}).client_training == \
+    cuda = {**base, "device": "cuda"}
+    assert FLConfig.model_validate({**cuda, "model": {"name": "cnn"}}).client_training == "batched"
+    assert FLConfig.model_validate({**base, "model": {"name": "cnn"}}).client_training == "sequential"  # CPU
+    assert FLConfig.model_validate({**cuda, "model": {"name": "cnn"}, "mode": "async"}).client_training == \
         "sequential"
-    assert FLConfig.model_validate({**base, "model": {"name": "mobilenet_v2"}}).client_training == "sequential"
+    assert FLConfig.model_validate({**cuda, "model": {"name": "mobilenet_v2"}}).client_training == "sequential"
+    assert FLConfig.model_validate({**base, "model": {"name": "cnn"},
+                                    "client_training": "batched"}).client_training == "batched"
     with pytest.raises(ValidationError, match="buffers change in training"):
         FLConfig.model_validate({**base, "model": {"name": "mobilenet_v2"}, "client_training": "batched"})
     with pytest.raises(ValidationError, match="reads images but dataset 'digits' gives features"):

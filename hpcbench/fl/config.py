@@ -321,7 +321,7 @@ class FLConfig(_Strict):
                              + f" (model {self.model.name!r})")
         if self.client_training == "auto":  # frozen model: set the resolved engine once, here
             object.__setattr__(self, "client_training",
-                               auto_engine(entry, kind, self.mode, self.numpy_engine_problems()))
+                               auto_engine(entry, kind, self.mode, self.device, self.numpy_engine_problems()))
             self._engine_chosen = True
         elif self.client_training == "numpy" and self.numpy_engine_problems():
             raise ValueError("client_training 'numpy' does not support " + "; ".join(self.numpy_engine_problems()))

@@ -5,10 +5,15 @@ states what it supports in :data:`ENGINE_SUPPORT`; the numpy engine's
 support is :meth:`hpcbench.fl.config.FLConfig.numpy_engine_problems` (it
 depends on more than the model). ``client_training: auto`` takes, in
 :data:`AUTO_ORDER`, the first engine that supports the job and lists the
-job's input kind among its ``auto_input_kinds``: ``numpy``, then
-``batched`` for image models (a CNN client's step is a few large kernels;
-vmapping the clients of an executor makes them one batched kernel each),
-then ``sequential``. Feature models that the numpy engine cannot train
+job's input kind among its ``auto_input_kinds`` and the job's ``device``
+among its ``auto_devices``: ``numpy``, then ``batched`` for image models
+on ``device: cuda`` (a CNN client's step is a few kernels too small for a
+GPU; vmapping the clients of an executor makes each one batched kernel),
+then ``sequential``. On the CPU ``auto`` keeps image models on
+``sequential``: vmapped convolutions become grouped ones, which the CPU
+kernels do not run faster than one client after another (a first check on
+a loaded 2-core machine, LEAF's CNN, 13 clients; not yet a benchmark:
+``hpcbench fl-bench --client-training sequential,batched`` measures it). Feature models that the numpy engine cannot train
 (compression, FLOPs pricing, FedBuff) stay on ``sequential`` under
 ``auto``, keeping the bits of versions before ``batched`` existed.
 """
@@ -35,17 +40,20 @@ class EngineSupport:
         (:attr:`hpcbench.fl.models.ModelEntry.functional`).
     auto_input_kinds : tuple of str
         Input kinds for which ``auto`` picks it when it supports the job.
+    auto_devices : tuple of str
+        Values of ``device`` for which ``auto`` picks it.
     """
 
     input_kinds: tuple[str, ...] | None
     modes: tuple[str, ...]
     needs_functional: bool
     auto_input_kinds: tuple[str, ...]
+    auto_devices: tuple[str, ...] = ("cpu", "cuda", "auto")
 
 
 #: torch engine -> its support
 ENGINE_SUPPORT = {
-    "batched": EngineSupport(("features", "images"), ("sync",), True, ("images",)),
+    "batched": EngineSupport(("features", "images"), ("sync",), True, ("images",), ("cuda",)),
     "sequential": EngineSupport(None, ("sync", "async"), False, ("features", "images", "tokens")),
 }
 
@@ -76,13 +84,15 @@ def engine_problems(engine: str, entry, input_kind: str | None, mode: str) -> li
     return problems
 
 
-def auto_engine(entry, input_kind: str | None, mode: str, numpy_problems: list[str]) -> str:
+def auto_engine(entry, input_kind: str | None, mode: str, device: str, numpy_problems: list[str]) -> str:
     """The engine ``client_training: auto`` resolves to (see the module docstring)."""
     for engine in AUTO_ORDER:
         if engine == "numpy":
             if not numpy_problems:
                 return engine
-        elif input_kind in ENGINE_SUPPORT[engine].auto_input_kinds and not engine_problems(engine, entry,
-                                                                                            input_kind, mode):
+            continue
+        support = ENGINE_SUPPORT[engine]
+        if input_kind in support.auto_input_kinds and device in support.auto_devices \
+                and not engine_problems(engine, entry, input_kind, mode):
             return engine
     return "sequential"

@@ -319,9 +319,8 @@ def _real_data(t: _Translation, raw_values: Mapping[str, Any]) -> bool:
         mapped = raw_values.get("data_map_file")
         map_file = _expand(mapped) if isinstance(mapped, str) else os.path.join(root, "client_data_mapping",
                                                                                   "train.csv")
-    except ValueError as exc:
-        t.problem("data_dir", raw_values["data_dir"], str(exc), "set it, or pass --dataset.name NAME")
-        return True
+    except ValueError:   # an unset variable: no download here (data_set is then refused by name, as before)
+        return False
     if not os.path.isdir(root) or not os.path.isfile(map_file):
         return False
     for key, target, value in (("data_set", "dataset.name", "fedscale"), ("data_dir", "dataset.path", root),
