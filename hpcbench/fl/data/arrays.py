@@ -109,12 +109,11 @@ class ArrayDataset(FederatedDataset):
             self.offsets, self.indices = quantity_partition(n, cfg.num_clients, cfg.power, rng)
         else:
             self.offsets, self.indices = dirichlet_partition(self._y, cfg.num_clients, cfg.alpha, rng)
-        x_test, y_test = arrays["x_test"], arrays["y_test"]
-        if len(y_test) > cfg.max_test_samples:
-            keep = np.sort(np.random.default_rng([seed, 0x7E57]).choice(len(y_test), cfg.max_test_samples,
-                                                                         replace=False))
-            x_test, y_test = x_test[keep], y_test[keep]
-        self._x_test, self._y_test = self._inputs(np.asarray(x_test)), np.array(y_test, dtype=np.int64)
+        n_test = len(arrays["y_test"])
+        self._test_rows = np.arange(n_test) if n_test <= cfg.max_test_samples else \
+            np.sort(np.random.default_rng([seed, 0x7E57]).choice(n_test, cfg.max_test_samples, replace=False))
+        self._x_test_stored, self._y_test_stored = arrays["x_test"], arrays["y_test"]
+        self._test = None   # converted on first use: only the aggregator evaluates the whole test set
 
     def _inputs(self, x: np.ndarray) -> np.ndarray:
         """Model inputs from stored ones: uint8 scaled to float32 in [0, 1]; others as they are (a copy)."""
@@ -151,10 +150,14 @@ class ArrayDataset(FederatedDataset):
     def test_set(self):
         import torch
 
-        return torch.from_numpy(self._x_test), torch.from_numpy(self._y_test)
+        x, y = self.test_arrays()
+        return torch.from_numpy(x), torch.from_numpy(y)
 
     def test_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._x_test, self._y_test
+        if self._test is None:
+            self._test = (self._inputs(self._x_test_stored[self._test_rows]),
+                          np.array(self._y_test_stored[self._test_rows], dtype=np.int64))
+        return self._test
 
     def metadata_nbytes(self) -> int:
         return int(self.offsets.nbytes + self.indices.nbytes)
