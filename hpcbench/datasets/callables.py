@@ -18,7 +18,7 @@ from typing import Callable
 
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["is_callable_name", "resolve_callable", "callable_provenance", "user_callables"]
+__all__ = ["is_callable_name", "resolve_callable", "registered_or_callable", "callable_provenance", "user_callables"]
 
 _NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
@@ -63,6 +63,27 @@ def resolve_callable(name: str, key: str) -> Callable:
     if not callable(obj):
         raise InputError(f"{key}: {name!r} is a {type(obj).__name__}, not callable")
     return obj
+
+
+def registered_or_callable(name: str, registry, key: str) -> str:
+    """A config validator's check: ``name`` is in ``registry`` or a ``package.module:callable`` that resolves.
+
+    Parameters
+    ----------
+    name : str
+    registry : hpcbench.runtime.registry.Registry
+    key : str
+        The config key, for messages.
+
+    Raises
+    ------
+    InputError
+        Unknown name (:class:`hpcbench.runtime.registry.UnknownName`), or see :func:`resolve_callable`.
+    """
+    if is_callable_name(name):
+        resolve_callable(name, key)
+        return name
+    return registry.check(name)
 
 
 def callable_provenance(name: str) -> dict[str, str]:

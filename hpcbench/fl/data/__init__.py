@@ -42,12 +42,9 @@ def check_dataset_name(name: str) -> str:
     hpcbench.runtime.errors.InputError
         Unknown name, or a callable that cannot be imported or is not callable.
     """
-    if is_callable_name(name):
-        from hpcbench.datasets.callables import resolve_callable
+    from hpcbench.datasets.callables import registered_or_callable
 
-        resolve_callable(name, "dataset.name")
-        return name
-    return DATASETS.check(name)
+    return registered_or_callable(name, DATASETS, "dataset.name")
 
 
 def build_dataset(cfg, seed: int, comm=None) -> FederatedDataset:

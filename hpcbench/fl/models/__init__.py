@@ -97,12 +97,9 @@ def check_model_name(name: str) -> str:
     hpcbench.runtime.errors.InputError
         Unknown name, or a callable that cannot be imported or is not callable.
     """
-    from hpcbench.datasets.callables import is_callable_name, resolve_callable
+    from hpcbench.datasets.callables import registered_or_callable
 
-    if is_callable_name(name):
-        resolve_callable(name, "model.name")
-        return name
-    return MODELS.check(name)
+    return registered_or_callable(name, MODELS, "model.name")
 
 
 def build_model(cfg, dataset, seed: int) -> FLModel:
