@@ -1,7 +1,14 @@
 """Client-training engines; ``ENGINES`` maps ``client_training`` to a :class:`ClientEngine` class.
 
-Torch-free at import. ``client_training: auto`` is :func:`auto_engine`: the
-registered engine of lowest ``auto_preference`` that can train the job.
+Torch-free at import (config validation reads it on every rank). Each
+engine declares what it trains (input kinds, modes, models with buffers;
+the numpy engine's support depends on more than the model).
+``client_training: auto`` is :func:`auto_engine`: in ``auto_preference``
+order, the first engine that :meth:`~ClientEngine.auto_accepts` the job:
+``numpy``, then ``batched`` for image models on ``device: cuda``, then
+``sequential``. Feature models that the numpy engine cannot train
+(compression, FLOPs pricing, FedBuff) stay on ``sequential`` under
+``auto``, keeping the bits of versions before ``batched`` existed.
 """
 
 from __future__ import annotations
@@ -26,19 +33,27 @@ ENGINES: Registry[type[ClientEngine]] = Registry("client-training engine", {
 
 
 def auto_engine(job: EngineJob) -> str:
-    """The engine ``client_training: auto`` runs ``job`` with: of those with an ``auto_preference``, the lowest
-    that has no :meth:`~ClientEngine.problems` with it.
+    """The engine ``client_training: auto`` runs ``job`` with.
+
+    Of the engines with an ``auto_preference``, the lowest that
+    :meth:`~ClientEngine.auto_accepts` the job; if none does, the last of
+    them that has no :meth:`~ClientEngine.problems` with it (``sequential``:
+    a model whose input kind is not known before it is built).
 
     Raises
     ------
     ValueError
         No such engine can train the job.
     """
-    ranked = sorted((e.auto_preference, name) for name, e in ENGINES.items() if e.auto_preference is not None)
-    for _, name in ranked:
+    ranked = [name for _, name in sorted((e.auto_preference, name) for name, e in ENGINES.items()
+                                         if e.auto_preference is not None)]
+    for name in ranked:
+        if ENGINES[name].auto_accepts(job):
+            return name
+    for name in reversed(ranked):
         if not ENGINES[name].problems(job):
             return name
-    raise ValueError(f"client_training 'auto': no engine trains this job ({', '.join(n for _, n in ranked)} tried)")
+    raise ValueError(f"client_training 'auto': no engine trains this job ({', '.join(ranked)} tried)")
 
 
 def server_engine(job: EngineJob, engine: str) -> type[ClientEngine]:

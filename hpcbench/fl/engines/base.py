@@ -38,6 +38,10 @@ class EngineJob:
         The round driver (``sync``, ``async``).
     model_name : str
     model : hpcbench.fl.models.ModelEntry
+        Its registry entry (a user's ``module:callable`` model's is ``CALLABLE_MODEL``).
+    input_kind : str or None
+        What the model reads (``features``, ``images``, ``tokens``): its own,
+        else the dataset's; None when neither says.
     compression : tuple of (str, str, bool)
         ``(key, compressor name, enabled)`` of ``uplink_compression`` and ``downlink_compression``.
     compute_cost : str
@@ -51,6 +55,7 @@ class EngineJob:
     mode: str
     model_name: str
     model: ModelEntry
+    input_kind: str | None
     compression: tuple
     compute_cost: str
     aggregator_name: str
@@ -127,6 +132,15 @@ class ClientEngine:
     auto_preference: ClassVar[int | None] = None
     #: what it is, in the job header's words
     description: ClassVar[str] = ""
+    #: model input kinds it trains (None: any)
+    input_kinds: ClassVar[tuple[str, ...] | None] = None
+    #: FL modes (``ROUND_DRIVERS`` names) it runs in (None: any)
+    modes: ClassVar[tuple[str, ...] | None] = None
+    #: it trains only models whose step is a function of the parameters (``ModelEntry.functional``)
+    needs_functional: ClassVar[bool] = False
+    #: input kinds and devices for which ``auto`` may pick it (when it has no problems with the job)
+    auto_input_kinds: ClassVar[tuple[str, ...]] = ("features", "images", "tokens")
+    auto_devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda", "auto")
 
     def __init__(self, model, dataset: FederatedDataset, local: LocalTraining, aggregator: Aggregator) -> None:
         self.model = model
@@ -138,13 +152,30 @@ class ClientEngine:
 
     @classmethod
     def supports(cls, model: ModelEntry) -> bool:
-        """Whether it trains ``model`` (a ``MODELS`` entry)."""
-        return True
+        """Whether it trains ``model`` (a ``MODELS`` entry): its input kind and, if needed, a functional step."""
+        kind_ok = cls.input_kinds is None or model.input_kind is None or model.input_kind in cls.input_kinds
+        return kind_ok and (model.functional or not cls.needs_functional)
 
     @classmethod
     def problems(cls, job: EngineJob) -> list[str]:
-        """What of ``job`` it does not implement (one phrase per setting, naming the key); empty: it can train the job."""
-        return []
+        """What of ``job`` it does not implement (one phrase per setting, naming the key); empty: it can train the job.
+
+        From the declarations: :attr:`modes`, :attr:`input_kinds`, :attr:`needs_functional`.
+        """
+        problems = []
+        if cls.modes is not None and job.mode not in cls.modes:
+            problems.append(f"mode {job.mode!r} (needs {' or '.join(map(repr, cls.modes))})")
+        if cls.input_kinds is not None and job.input_kind is not None and job.input_kind not in cls.input_kinds:
+            problems.append(f"a model reading {job.input_kind} (needs {' or '.join(cls.input_kinds)})")
+        if cls.needs_functional and not job.model.functional:
+            problems.append("a model whose buffers change in training (BatchNorm's running statistics)")
+        return problems
+
+    @classmethod
+    def auto_accepts(cls, job: EngineJob) -> bool:
+        """Whether ``client_training: auto`` may pick it for ``job``: the job's input kind and device are among
+        :attr:`auto_input_kinds` and :attr:`auto_devices`, and it has no :meth:`problems` with it."""
+        return job.input_kind in cls.auto_input_kinds and job.device in cls.auto_devices and not cls.problems(job)
 
     @classmethod
     def _model_problem(cls, job: EngineJob) -> list[str]:

@@ -10,23 +10,28 @@ __all__ = ["BatchedEngine"]
 class BatchedEngine(TorchEngine):
     """Trains a run of clients as one batched computation (``torch.func``); not bit-identical to ``sequential``.
 
-    Opt-in (never chosen by ``auto``): feature-vector models of synchronous jobs.
+    Models reading feature vectors or images whose training changes no
+    buffer (BatchNorm's running statistics would be written inside
+    ``vmap``), in synchronous rounds. ``auto`` picks it for image models on
+    ``device: cuda`` only (a CNN client's step is a few kernels too small for
+    a GPU; vmapping an executor's clients makes each one batched kernel); on
+    the CPU vmapped convolutions become grouped ones, which the CPU kernels
+    do not run faster than one client after another, and feature models keep
+    the bits of ``numpy`` or ``sequential``.
     """
 
     name = "batched"
+    auto_preference = 1
     description = "torch vmap, an executor's clients at once"
+    input_kinds = ("features", "images")
+    modes = ("sync",)
+    needs_functional = True
+    auto_input_kinds = ("images",)
+    auto_devices = ("cuda",)
 
     def __init__(self, model, dataset, local, aggregator) -> None:
         super().__init__(model, dataset, local, aggregator)
         self._regulariser = aggregator.client_regulariser()
-
-    @classmethod
-    def supports(cls, model) -> bool:
-        return model.input_kind == "features"
-
-    @classmethod
-    def problems(cls, job) -> list[str]:
-        return ([f"mode {job.mode!r} (needs 'sync')"] if job.mode != "sync" else []) + cls._model_problem(job)
 
     def train_run(self, client_ids, streams, start, lr, block) -> None:
         import torch

@@ -28,6 +28,10 @@ class NumpyEngine(ClientEngine):
         return model.numpy_target is not None
 
     @classmethod
+    def auto_accepts(cls, job) -> bool:
+        return not cls.problems(job)
+
+    @classmethod
     def problems(cls, job) -> list[str]:
         problems = []
         if job.device == "cuda":

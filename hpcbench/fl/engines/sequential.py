@@ -16,7 +16,7 @@ class SequentialEngine(TorchEngine):
     """
 
     name = "sequential"
-    auto_preference = 1
+    auto_preference = 2
     description = "torch, one client after another"
 
     def __init__(self, model, dataset, local, aggregator) -> None:
