@@ -156,16 +156,17 @@ class FLJob(Job):
 
             verify_resume(self.resume, self.setup, self.resume_path)
 
-    def side_outputs(self, output):
+    def outputs(self, results):
         if not self.cfg.checkpoint_interval:
-            return {}
+            return ()
         from hpcbench.runtime.lifecycle import format_output_path
+        from hpcbench.runtime.outputs import Output
         from hpcbench.runtime.paths import same_file
 
-        path = format_output_path(self.cfg.checkpoint, {"output": str(output), "job_name": self.cfg.job_name},
+        path = format_output_path(self.cfg.checkpoint, {"output": str(results), "job_name": self.cfg.job_name},
                                   "checkpoint")
         resumed = self.resume is not None and same_file(path, self.resume_path)
-        return {"checkpoint": (path, resumed)}
+        return (Output("checkpoint", path, may_exist=resumed),)
 
     def fault_steps(self) -> int:
         return self.cfg.rounds
@@ -212,10 +213,7 @@ class FLJob(Job):
         if self.resume is not None:
             emu.resume, emu.resume_step = (self.resume if comm.rank == 0 else None), int(self.resume["step"])
         if comm.rank == 0 and cfg.checkpoint_interval:
-            from hpcbench.runtime.lifecycle import format_output_path
-
-            emu.checkpoint_path = format_output_path(cfg.checkpoint, {"output": str(results.path),
-                                                                      "job_name": cfg.job_name}, "checkpoint")
+            emu.checkpoint_path = self.output_path("checkpoint")
         try:
             summary = emu.run(results, progress)
         finally:
