@@ -56,7 +56,7 @@ def pyplot():
 
 
 def save_figure(fig, paths: Path | Sequence[Path], inputs: Sequence[Path] = ()) -> None:
-    """Write ``fig`` to every path (PNG at :data:`DPI`), then close it; the output rules of ``hpcbench.runtime.outputs``.
+    """Write ``fig`` to every path (PNG at :data:`DPI`), then close it; the rules of ``hpcbench.runtime.outputs``.
 
     The paths are checked together first (a regular file or absent, an
     existing figure is replaced, none is one of ``inputs``, none ends with

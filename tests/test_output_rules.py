@@ -417,3 +417,54 @@ def test_a_refused_resume_leaves_no_temporary_file(tmp_path, capsys):
     assert "differs" in capsys.readouterr().err
     assert _listing(tmp_path) == before
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_a_killed_writers_temporary_is_removed_by_the_next_holder(tmp_path):
+    """Side outputs: a temporary a kill left beside an output (``.o.h5.ckpt.XXXX.tmp``) is removed once the next run
+    holds that output; another output's temporaries are not touched."""
+    from hpcbench.runtime.outputs import temp_beside
+
+    stale = temp_beside(tmp_path / "o.h5.ckpt")
+    other = temp_beside(tmp_path / "o.h5.ckpt.old")
+    claimed = claim_outputs([Output("checkpoint", tmp_path / "o.h5.ckpt")])
+    claimed.release()
+    assert not stale.exists() and other.exists()
+
+
+def test_an_abort_removes_the_temporary_being_written(tmp_path):
+    """Side outputs: the lifecycle's failure path discards a temporary another thread is writing (the abort that
+    follows would leave it), and the target keeps its old content."""
+    from hpcbench.runtime.outputs import discard_pending
+
+    target = tmp_path / "c.ckpt"
+    target.write_text("previous checkpoint")
+
+    def write(tmp):
+        tmp.write_text("half")
+        discard_pending()  # as the failure listener does while the main thread writes
+
+    with pytest.raises(OSError):
+        replace_atomically(target, write)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.ckpt"] and target.read_text() == "previous checkpoint"
+
+
+def test_a_figure_follows_the_output_rules(tmp_path, capsys):
+    """Side outputs: figures (``analysis/_style.save_figure``) never replace an input, refuse ``DIR/``, and are
+    written through a temporary file."""
+    sys.path.insert(0, str(ROOT / "analysis"))
+    try:
+        import _style
+    finally:
+        sys.path.remove(str(ROOT / "analysis"))
+    data = tmp_path / "run.h5"
+    data.write_bytes(b"results")
+    for bad, message in (([data], "input"), ([f"{tmp_path}/figs/"], "names a folder")):
+        fig = _style.pyplot().figure()
+        with pytest.raises(SystemExit) as code:
+            _style.save_figure(fig, bad, [data])
+        assert code.value.code == 2 and message in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5"] and data.read_bytes() == b"results"
+    fig = _style.pyplot().figure()
+    _style.save_figure(fig, [tmp_path / "f.png", tmp_path / "f.pdf"], [data])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf", "f.png", "run.h5"]
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"

@@ -550,6 +550,9 @@ def _fail(job: Job, exc: BaseException, results) -> int:
         except Exception:  # noqa: BLE001 - the abort matters more than the status attribute
             pass
     try:
+        from hpcbench.runtime.outputs import discard_pending
+
+        discard_pending()
         _release_outputs(job)
     except Exception:  # noqa: BLE001
         pass
@@ -710,8 +713,11 @@ def _listen_for_failures(comm, results):
         return None
 
     def mark(rank: int, status: int, message: str) -> None:
+        from hpcbench.runtime.outputs import discard_pending
+
         if results is not None:
             results.mark_failed(f"rank {rank}: {message}")
+        discard_pending()  # the abort that follows would leave a half-written checkpoint's temporary file
 
     channel = FailureChannel(comm, mark, stop_all=_under_slurm_step())
     before_finalize(_stop_listening)

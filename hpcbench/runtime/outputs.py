@@ -21,7 +21,9 @@ folder of ``hpcbench reproduce --out``, a figure):
    over (stale) by the next run, as ``results`` tells a vanished writer;
 4. **written through a temporary file** in the same folder and renamed over
    the path only when complete (:func:`replace_atomically`), so the path
-   holds either the old content or the new one, whole.
+   holds either the old content or the new one, whole. A run ended by an
+   abort removes the temporary it was writing (:func:`discard_pending`);
+   one a kill left is removed by the next run that locks the output.
 
 The lock file also serialises writers and readers of a live results file:
 the writer holds byte 1 exclusively while it writes (:meth:`OutputLock.writing`)
@@ -57,7 +59,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["Output", "OutputLock", "OutputSet", "check_outputs", "claim_outputs", "replace_atomically",
-           "read_window", "lock_path", "holder", "refuse_folder_name", "temp_beside"]
+           "read_window", "lock_path", "holder", "in_use", "refuse_folder_name", "temp_beside", "discard_pending"]
 
 _OFD = sys.platform.startswith("linux") and hasattr(fcntl, "F_OFD_SETLK")
 _OWNER, _WRITE = 0, 1       # bytes of the lock file: run ownership, write window
@@ -254,6 +256,7 @@ def replace_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -
     """
     path = Path(path)
     tmp = temp_beside(path)
+    _PENDING.add(tmp)
     try:
         write(tmp)
         with open(tmp, "rb+") as fh:
@@ -265,8 +268,41 @@ def replace_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -
         except OSError:
             pass
         raise
+    finally:
+        _PENDING.discard(tmp)
     _fsync_dir(path.parent)
     return path
+
+
+#: temporary files :func:`replace_atomically` is writing now (a failure listener removes them before an abort)
+_PENDING: set[Path] = set()
+
+
+def discard_pending() -> None:
+    """Remove the temporary files being written now: the process is about to be ended by an abort.
+
+    Called from the lifecycle's failure paths (another thread may be in the
+    middle of :func:`replace_atomically`; its rename then fails, which no
+    longer matters): a run that ends that way leaves no ``.NAME.XXXX.tmp``.
+    """
+    for tmp in list(_PENDING):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove ``.NAME.*.tmp`` beside ``path`` left by a killed holder (call only while holding its lock)."""
+    import re
+
+    mine = re.compile(rf"\.{re.escape(Path(path).name)}\.[a-z0-9_]{{8}}\.tmp")  # temp_beside's names, no other's
+    try:
+        for tmp in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
+            if mine.fullmatch(tmp.name) and tmp.is_file() and not tmp.is_symlink():
+                tmp.unlink()
+    except OSError:
+        pass
 
 
 # ----------------------------------------------------------------------------------------------- locks
@@ -585,6 +621,8 @@ def claim_outputs(outputs: Sequence[Output], run_id: str = "") -> OutputSet:
             while key in locks:
                 key += "'"
             locks[key] = OutputLock.acquire(out.p, out.key, run_id)
+            if not out.folder:
+                _remove_stale_temporaries(out.p)
     except BaseException:
         claimed.undo()
         raise
