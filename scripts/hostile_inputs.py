@@ -362,7 +362,10 @@ def _output_cases() -> list[Case]:
        held=("c.ckpt",))
     fl("--output", "n.h5", "--tensorboard", "tb", "--overwrite", files={"tb": FOLDER}, held=("tb/n/",))
     # train and pipeline: the Chrome trace
-    tr = lambda *a, **k: c.append(Case("train", ["--progress", "false", *a], **k))  # noqa: E731
+    quick = ["jobs/configs/train-quick.yaml", "--warmup", "1", "--iterations", "2", "--batches_per_iter", "2",
+             "--model", "digits_mlp", "--batch_size", "4", "--sync", "[ring]"]
+    quick[0] = str(ROOT / quick[0])
+    tr = lambda *a, **k: c.append(Case("train", [*quick, "--progress", "false", *a], **k))  # noqa: E731
     tr("--chrome_trace", "o.h5", "--output", "o.h5", note="the trace would replace the results")
     tr("--chrome_trace", "o.h5", "--output", "o.h5", "--overwrite", files={"o.h5": b"earlier results"})
     tr("--chrome_trace", "keep.json", "--output", "o.h5", files={"keep.json": b"mine"})
@@ -371,7 +374,10 @@ def _output_cases() -> list[Case]:
     tr("--chrome_trace", "traces/", "--output", "o.h5")
     tr("--chrome_trace", "d", "--output", "o.h5", "--overwrite", files={"d": FOLDER})
     tr("--output", "o.h5", "--overwrite", files={"o.h5": b"another run's"}, held=("o.h5",))
-    pl = lambda *a, **k: c.append(Case("pipeline", list(a), **k))  # noqa: E731
+    small = [str(ROOT / "jobs" / "configs" / "pipeline-quick.yaml"), "--model.layers", "5", "--model.hidden", "16",
+             "--model.heads", "2", "--model.seq_len", "8", "--batch_size", "8", "--micro_batches", "4",
+             "--iterations", "3", "--warmup", "1", "--compute", "emulated", "--allocators", "[even]"]
+    pl = lambda *a, **k: c.append(Case("pipeline", [*small, *a], **k))  # noqa: E731
     pl("--chrome_trace", "o.h5", "--output", "o.h5")
     pl("--chrome_trace", "true", "--output", "o.h5", files={"o.trace.json": b"mine"})
     pl("--chrome_trace", "fifo", "--output", "o.h5", "--overwrite", files={"fifo": FIFO})

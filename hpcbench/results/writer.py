@@ -183,12 +183,20 @@ class ResultsFile:
     attrs : mapping, optional
         Provenance attributes (see :func:`hpcbench.runtime.provenance.collect`).
     overwrite : bool, default False
-        Replace an existing file. Without it an existing file is never touched.
+        Replace an existing file. Without it an existing file is never
+        touched; with it the old file is replaced when this one is closed
+        (or marked failed), never truncated in place.
+    lock : hpcbench.runtime.outputs.OutputLock, optional
+        The output lock the caller holds for ``path`` (the lifecycle locks
+        every output of a run together); without one the file takes its own
+        and releases it at :meth:`close`.
 
     Raises
     ------
     FileExistsError
         ``path`` exists and ``overwrite`` is False.
+    hpcbench.runtime.errors.InputError
+        Another live process holds ``path`` (its output lock).
     OSError
         The file cannot be created.
 

@@ -171,9 +171,9 @@ def check_outputs(outputs: Sequence[Output], overwrite: bool,
             elif not stat.S_ISREG(st.st_mode):
                 raise InputError(f"{out.key}: {str(p)!r} is not a regular file (a FIFO, socket or device); "
                                  f"outputs are regular files")
-        if out.folder:
+        if out.folder:  # a run folder in a log folder (DIR/<run>): the log folder may be created too
             if st is None:
-                check_output_path(p, out.key)
+                check_output_path(p if p.parent.exists() else p.parent, out.key)
         else:
             check_output_path(p, out.key, replace=overwrite or out.may_exist)
         paths.append(p)
