@@ -436,23 +436,46 @@ def _inputs_besides(outputs: list[Output], inputs: dict[str, str]) -> dict[str, 
             if k.rsplit(".", 1)[-1] not in keys and not any(o.may_exist and same_file(o.p, v) for o in outputs)}
 
 
-def _open_results(job: Job, overwrite: bool, start: str, attrs: dict, args=None, tensorboard: str | None = None):
-    """Check, lock and open every output of the run (rank 0): nothing is created before all pass."""
-    from hpcbench.results import ResultsFile
-    from hpcbench.runtime.outputs import check_outputs, claim_outputs
-
-    run_id = uuid.uuid4().hex
+def _planned_outputs(job: Job, start: str, tensorboard: str | None) -> list[Output]:
+    """Every output of the run, the results file first (``[]`` for a job without one)."""
     existing = job.append_output()
     if existing is not None:
         results = Output("output", existing, may_exist=True)
     else:
         spec = job.output()
         if spec is None:
-            return None
+            return []
         template, fields = spec
         stamp = start.replace(":", "").replace("-", "").replace("+0000", "Z")
         results = Output("output", format_output_path(template, {**fields, "start": stamp}))
-    outputs = _declared_outputs(job, results, tensorboard)
+    return _declared_outputs(job, results, tensorboard)
+
+
+def _check_outputs_early(job: Job, args) -> str | None:
+    """The output rules checked once the config is known, before :meth:`Job.prepare` (rank 0): a refusal costs
+    no data loading. They are checked again, and the outputs locked, when the run opens them."""
+    from hpcbench.runtime import provenance
+    from hpcbench.runtime.outputs import check_outputs
+
+    try:
+        outputs = _planned_outputs(job, provenance.utc_now(), args.tensorboard)
+        check_outputs(outputs, args.overwrite, _inputs_besides(outputs, _input_files(job, args)))
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def _open_results(job: Job, overwrite: bool, start: str, attrs: dict, args=None, tensorboard: str | None = None):
+    """Check, lock and open every output of the run (rank 0): nothing is created before all pass."""
+    from hpcbench.results import ResultsFile
+    from hpcbench.runtime.outputs import check_outputs, claim_outputs
+
+    run_id = uuid.uuid4().hex
+    outputs = _planned_outputs(job, start, tensorboard)
+    if not outputs:
+        return None
+    results = outputs[0]
+    existing = job.append_output()
     check_outputs(outputs, overwrite, _inputs_besides(outputs, _input_files(job, args)))
     claimed = claim_outputs(outputs, run_id)
     try:
@@ -632,9 +655,10 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
 
         try:
             need = job.memory_need()  # from the config: the same kind of answer on every rank
+            early = _check_outputs_early(job, args) if comm.rank == 0 else None
         except Exception as exc:  # noqa: BLE001 - a bug in the estimate: end every rank, never hang
             return _fail(job, exc, None)
-        error = agree(comm, node_memory_error(comm, need))
+        error = agree(comm, node_memory_error(comm, need) or early)
     if error is None:
         try:
             job.prepare()
