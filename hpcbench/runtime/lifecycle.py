@@ -455,11 +455,12 @@ def _check_outputs_early(job: Job, args) -> str | None:
     """The output rules checked once the config is known, before :meth:`Job.prepare` (rank 0): a refusal costs
     no data loading. They are checked again, and the outputs locked, when the run opens them."""
     from hpcbench.runtime import provenance
-    from hpcbench.runtime.outputs import check_outputs
+    from hpcbench.runtime.outputs import check_outputs, refuse_in_use
 
     try:
         outputs = _planned_outputs(job, provenance.utc_now(), args.tensorboard)
         check_outputs(outputs, args.overwrite, _inputs_besides(outputs, _input_files(job, args)))
+        refuse_in_use(outputs)
     except InputError as exc:
         return str(exc)
     return None

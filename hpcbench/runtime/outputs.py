@@ -380,6 +380,24 @@ def _describe(info: dict) -> str:
     return ", ".join(parts)
 
 
+def _in_use_error(path: Path, key: str) -> InputError:
+    return InputError(f"{key}: {str(path)!r} is in use by another run ({_describe(holder(path))}); nothing was "
+                      f"written. Wait for it to end, or choose another {key}")
+
+
+def refuse_in_use(outputs: Sequence[Output]) -> None:
+    """Refuse (before a run prepares anything) an output that another live run holds; takes no lock.
+
+    Raises
+    ------
+    InputError
+        Naming the key, the path and the holder.
+    """
+    for out in outputs:
+        if in_use(out.p):
+            raise _in_use_error(out.p, out.key)
+
+
 class OutputLock:
     """The exclusive lock of one output for the length of a run (see the module docstring).
 
@@ -424,10 +442,8 @@ class OutputLock:
                 _setlk(fd, fcntl.F_WRLCK, _OWNER)
             except OSError as exc:
                 if _held(exc):
-                    info = holder(path)
                     os.close(fd)
-                    raise InputError(f"{key}: {str(path)!r} is in use by another run ({_describe(info)}); "
-                                     f"nothing was written. Wait for it to end, or choose another {key}") from None
+                    raise _in_use_error(path, key) from None
                 if _unsupported(exc):
                     if not _warned_unlocked:
                         sys.stderr.write(f"warning: {key}: the file system of {str(path)!r} does not support "
