@@ -309,22 +309,24 @@ def test_two_reproductions_into_one_folder(tmp_path):
 
 # ---------------------------------------------------------------------- part 5: reading a live file, write errors
 _WRITER = textwrap.dedent("""
-    import sys, time
+    import sys, threading, time
     import numpy as np
     from hpcbench.results import Column, ResultsFile
     rf = ResultsFile(sys.argv[1], "fl", {"job_name": "live"}, {"run_id": "live-run", "world_size": 1})
     rf.start_heartbeat(0.01)
     cols = [Column("round", "int64", "1"), Column("test_accuracy", "f8", "1"), Column("note", "str", "")]
     tables = [rf.table(f"t{k}", cols) for k in range(3)]
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     print("open", flush=True)
     i = 0
-    while not sys.stdin.closed:
+    deadline = time.monotonic() + 600
+    while not stop.is_set() and time.monotonic() < deadline:  # appends until the test closes stdin
         i += 1
+        time.sleep(0.002)
         for t in tables:
-            t.append({"round": np.arange(i, i + 40), "test_accuracy": np.full(40, 0.5), "note": ["x" * i] * 40})
+            t.append({"round": np.arange(i, i + 40), "test_accuracy": np.full(40, 0.5), "note": ["x" * (i % 50)] * 40})
         rf.set_attrs(**{f"a{i % 50}": "y" * (i % 300)})
-        if i > 400:
-            break
     rf.close()
 """)
 
