@@ -24,6 +24,12 @@ every process of the tree every 20 ms. A case passes when:
   same bytes): no result file, checkpoint or folder left behind, nothing
   an existing file held replaced.
 
+Cases of the output rules (``_output_cases``: side outputs, files in use
+by another live run, reading live or failed results files) may put FIFOs,
+folders and symbolic links in the folder and have a helper process hold
+some of its files as a running job does (``Case.held``) while the case
+runs; ``--outputs-only`` runs only them.
+
 Prints one line per case and the totals; exit status 0 when every case
 passes. ``--sample N`` runs every N-th case (the test suite runs a few).
 """
