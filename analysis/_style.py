@@ -55,13 +55,32 @@ def pyplot():
     return plt
 
 
-def save_figure(fig, paths: Path | Sequence[Path]) -> None:
-    """Write ``fig`` to every path (folders created; PNG at :data:`DPI`), then close it."""
+def save_figure(fig, paths: Path | Sequence[Path], inputs: Sequence[Path] = ()) -> None:
+    """Write ``fig`` to every path (PNG at :data:`DPI`), then close it; the rules of ``hpcbench.runtime.outputs``.
+
+    The paths are checked together first (a regular file or absent, an
+    existing figure is replaced, none is one of ``inputs``, none ends with
+    ``/``; folders of a relative path are created), locked, and each is
+    written through a temporary file renamed over it. A path that breaks a
+    rule prints one line and raises ``SystemExit(2)`` before any is written.
+    """
+    from hpcbench.runtime.errors import InputError
+    from hpcbench.runtime.outputs import Output, check_outputs, claim_outputs, replace_atomically
+
     plt = pyplot()
-    for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=DPI)
+    declared = [Output("-o", p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
+    try:
+        check_outputs(declared, overwrite=True, inputs={f"input {i + 1}": p for i, p in enumerate(inputs)})
+        claimed = claim_outputs(declared)
+    except InputError as exc:
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
+        for out in declared:
+            kind = out.p.suffix.lstrip(".") or plt.rcParams["savefig.format"]
+            replace_atomically(out.p, lambda tmp: fig.savefig(tmp, dpi=DPI, format=kind))
+    finally:
+        claimed.release()
     plt.close(fig)
 
 
@@ -70,7 +89,7 @@ def finish(fig, args, tight: bool = True) -> int:
     if tight:
         fig.tight_layout()
     paths = outputs(args)
-    save_figure(fig, paths)
+    save_figure(fig, paths, getattr(args, "files", ()))
     print(f"figure: {', '.join(map(str, paths))}")
     return 0
 

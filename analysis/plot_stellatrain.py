@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ax[3].set_xlabel("step")
     fig.suptitle(f"{args.file.name}: {label}, {len(ranks)} workers")
     fig.tight_layout()
-    save_figure(fig, outputs(args))
+    save_figure(fig, outputs(args), [args.file])
     s, err = estimate_errors(r0, ctl, args.after, args.window)
     print(f"{'step':>6} {'estimate/true - 1':>18}")
     for a, e in zip(s, err):

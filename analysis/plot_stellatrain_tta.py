@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_xlabel("modelled time (s)")
     ax.legend(loc="lower right", fontsize=8)
     fig.suptitle("Time to accuracy: dense, fixed rates, the StellaTrain controller")
-    save_figure(fig, outputs(args))
+    save_figure(fig, outputs(args), args.files)
     print(f"figure: {', '.join(map(str, outputs(args)))}")
     return 0
 

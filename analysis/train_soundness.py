@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         ax.legend(loc="upper right")
     fig.suptitle("Soundness of emulated compute (red edge: outside the bar)")
     fig.tight_layout()
-    save_figure(fig, outputs(args))
+    save_figure(fig, outputs(args), args.files)
     missed = [r for r in rows if r["throughput_ok"] is False or r["comm_ok"] is False]
     checked = sum((r["throughput_ok"] is not None) + (r["comm_ok"] is not None) for r in rows)
     outside = sum((r["throughput_ok"] is False) + (r["comm_ok"] is False) for r in rows)

@@ -24,6 +24,12 @@ every process of the tree every 20 ms. A case passes when:
   same bytes): no result file, checkpoint or folder left behind, nothing
   an existing file held replaced.
 
+Cases of the output rules (``_output_cases``: side outputs, files in use
+by another live run, reading live or failed results files) may put FIFOs,
+folders and symbolic links in the folder and have a helper process hold
+some of its files as a running job does (``Case.held``) while the case
+runs; ``--outputs-only`` runs only them.
+
 Prints one line per case and the totals; exit status 0 when every case
 passes. ``--sample N`` runs every N-th case (the test suite runs a few).
 """
@@ -51,7 +57,12 @@ GIB = 1 << 30
 MPI_RUNNERS = {"fl": "hpcbench.fl", "train": "hpcbench.train", "pipeline": "hpcbench.pipeline",
                "collectives": "hpcbench.bench.collectives", "compress": "hpcbench.bench.compress",
                "costmodel": "hpcbench.bench.costmodel"}
-PLAIN_RUNNERS = {"fl-bench": ["-m", "hpcbench.bench.fl_scaling"], "results": ["-m", "hpcbench.cli", "results"]}
+PLAIN_RUNNERS = {"fl-bench": ["-m", "hpcbench.bench.fl_scaling"], "results": ["-m", "hpcbench.cli", "results"],
+                 "reproduce": ["-m", "hpcbench.cli", "reproduce"]}
+
+#: special values of ``Case.files``: a FIFO, an empty folder
+FIFO = "<fifo>"
+FOLDER = "<folder>"
 
 
 @dataclass
@@ -63,6 +74,11 @@ class Case:
     files: dict = field(default_factory=dict)
     expect: tuple = (2,)
     note: str = ""
+    #: files (or folders, ending with ``/``) of the case's folder that another live run holds during the case
+    #: (:mod:`hpcbench.runtime.outputs` locks, taken by a helper process): the case may not touch them
+    held: tuple = ()
+    #: symbolic links to create: name -> target
+    links: dict = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------- hostile files
@@ -298,6 +314,105 @@ def cases() -> list[Case]:
     rs("export", "--fedscale", "x.h5", "-o", ".", files={"x.h5": _h5("bad-config")})
     rs("bogus-action")
     rs()
+    c += _output_cases()
+    return c
+
+
+def _results_h5(status: str = "completed") -> bytes:
+    """A small hpcbench results file (schema, kind fl, one rounds table) with root attribute ``status``."""
+    import h5py
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "x.h5"
+        with h5py.File(path, "w") as h5:
+            h5.attrs.update(schema_version=1, kind="fl", status=status, config_json="{}", config_yaml="",
+                            run_id="r1", heartbeat="2026-01-01T00:00:00+00:00")
+            group = h5.create_group("rounds")
+            group.attrs.update(columns='["round"]', rows=1)
+            group.create_dataset("round", data=[1], maxshape=(None,))
+        return path.read_bytes()
+
+
+def _failed_lock(run_id: str = "r1") -> bytes:
+    """The lock file a run leaves when its results file could not record its failure (a full disk)."""
+    return json.dumps({"host": "elsewhere", "pid": 1, "run_id": run_id, "state": "failed",
+                       "error": "OSError: [Errno 28] No space left on device"}).encode()
+
+
+def _output_cases() -> list[Case]:
+    """Issue 35 parts 1, 2, 5: every file a run writes follows the output rules; files in use by another run are
+    refused; results read while written or after a write error (docs/architecture.md, Data-safety guarantees)."""
+    c: list[Case] = []
+    fl = lambda *a, **k: c.append(Case("fl", [DIGITS, "--progress", "false", "--rounds", "2", *a], **k))  # noqa: E731
+    ck = ["--checkpoint_interval", "1"]
+    # side outputs: folder names, non-regular files, links, inputs, each other
+    fl("--output", "DIR/", note="trailing slash: never a file named DIR")
+    fl("--output", "sub/DIR/")
+    fl("--output", "o.h5", *ck, "--checkpoint", "ck/")
+    fl("--output", "fifo", files={"fifo": FIFO})
+    fl("--output", "fifo", "--overwrite", files={"fifo": FIFO})
+    fl("--output", "link.h5", "--overwrite", files={"real.h5": b"mine"}, links={"link.h5": "real.h5"})
+    fl("--output", "o.h5", *ck, "--checkpoint", "d", files={"d": FOLDER})
+    fl("--output", "o.h5", *ck, "--checkpoint", "fifo", "--overwrite", files={"fifo": FIFO})
+    c.append(Case("fl", ["conf.yaml", "--progress", "false", "--output", "conf.yaml", "--overwrite"],
+                  files={"conf.yaml": b"rounds: 2\n"}, note="the output is the config"))
+    c.append(Case("fl", ["conf.yaml", "--progress", "false", "--output", "o.h5", *ck, "--checkpoint", "conf.yaml",
+                         "--overwrite"], files={"conf.yaml": b"rounds: 2\n"}, note="the checkpoint is the config"))
+    fl("--output", "keep.h5", "--tensorboard", "tb", files={"keep.h5": b"mine"}, note="no tb folder left")
+    fl("--output", "o.h5", "--tensorboard", "tb", files={"tb/o/notes": b"mine"}, note="a run folder in use")
+    fl("--output", "o.h5", "--tensorboard", "f", files={"f": b"a file"})
+    # concurrent runs: a file another live run holds is refused whatever the flags, nothing truncated
+    fl("--output", "o.h5", "--overwrite", files={"o.h5": b"another run's results"}, held=("o.h5",))
+    fl("--output", "o.h5", held=("o.h5",), note="held, not yet created")
+    fl("--output", "n.h5", *ck, "--checkpoint", "c.ckpt", "--overwrite", files={"c.ckpt": b"another run's"},
+       held=("c.ckpt",))
+    fl("--output", "n.h5", "--tensorboard", "tb", "--overwrite", files={"tb": FOLDER}, held=("tb/n/",))
+    # train and pipeline: the Chrome trace
+    quick = ["jobs/configs/train-quick.yaml", "--warmup", "1", "--iterations", "2", "--batches_per_iter", "2",
+             "--model", "digits_mlp", "--batch_size", "4", "--sync", "[ring]"]
+    quick[0] = str(ROOT / quick[0])
+    tr = lambda *a, **k: c.append(Case("train", [*quick, "--progress", "false", *a], **k))  # noqa: E731
+    tr("--chrome_trace", "o.h5", "--output", "o.h5", note="the trace would replace the results")
+    tr("--chrome_trace", "o.h5", "--output", "o.h5", "--overwrite", files={"o.h5": b"earlier results"})
+    tr("--chrome_trace", "keep.json", "--output", "o.h5", files={"keep.json": b"mine"})
+    tr("--chrome_trace", "true", "--output", "o.h5", files={"o.trace.json": b"mine"})
+    tr("--chrome_trace", "fifo", "--output", "o.h5", "--overwrite", files={"fifo": FIFO})
+    tr("--chrome_trace", "traces/", "--output", "o.h5")
+    tr("--chrome_trace", "d", "--output", "o.h5", "--overwrite", files={"d": FOLDER})
+    tr("--output", "o.h5", "--overwrite", files={"o.h5": b"another run's"}, held=("o.h5",))
+    small = [str(ROOT / "jobs" / "configs" / "pipeline-quick.yaml"), "--model.layers", "5", "--model.hidden", "16",
+             "--model.heads", "2", "--model.seq_len", "8", "--batch_size", "8", "--micro_batches", "4",
+             "--iterations", "3", "--warmup", "1", "--compute", "emulated", "--allocators", "[even]"]
+    pl = lambda *a, **k: c.append(Case("pipeline", [*small, *a], **k))  # noqa: E731
+    pl("--chrome_trace", "o.h5", "--output", "o.h5")
+    pl("--chrome_trace", "true", "--output", "o.h5", files={"o.trace.json": b"mine"})
+    pl("--chrome_trace", "fifo", "--output", "o.h5", "--overwrite", files={"fifo": FIFO})
+    pl("--chrome_trace", "t.json", "--output", "o.h5", "--overwrite", held=("t.json",))
+    # the micro-benchmarks' outputs
+    c.append(Case("collectives", ["-b", "1K", "-e", "1K", "--output", "DIR/"]))
+    c.append(Case("collectives", ["-b", "1K", "-e", "1K", "--output", "o.h5", "--overwrite"],
+                  files={"o.h5": b"another run's"}, held=("o.h5",)))
+    c.append(Case("compress", ["--sizes-mb", "0.01", "--out", "fifo", "--overwrite"], files={"fifo": FIFO}))
+    c.append(Case("costmodel", ["--sizes-mb", "0.1", "--output", "res/", "--overwrite"]))
+    # results: export's -o, reading files in use or left failed
+    rs = lambda *a, **k: c.append(Case("results", list(a), **k))  # noqa: E731
+    rs("export", "--fedscale", "x.h5", "-o", "DIR/", files={"x.h5": _results_h5()})
+    rs("export", "--fedscale", "x.h5", "-o", "fifo", "--overwrite", files={"x.h5": _results_h5(), "fifo": FIFO})
+    rs("export", "--fedscale", "x.h5", "-o", "x.h5", "--overwrite", files={"x.h5": _results_h5()},
+       note="the export would replace its input")
+    rs("export", "--fedscale", "x.h5", "-o", "p.pkl", "--overwrite", files={"x.h5": _results_h5(), "p.pkl": b"x"},
+       held=("p.pkl",))
+    rs("show", "x.h5", files={"x.h5": _results_h5("running")}, held=("x.h5",), expect=(0,),
+       note="a file a live run holds: shown, running")
+    rs("ls", ".", files={"x.h5": _results_h5("running")}, held=("x.h5",), expect=(0,))
+    rs("show", "x.h5", files={"x.h5": _results_h5("running"), ".x.h5.lock": _failed_lock()}, expect=(0,),
+       note="a full disk kept the failure in the lock file: shown failed")
+    rs("show", "x.h5", files={"x.h5": os.urandom(2000), ".x.h5.lock": _failed_lock()},
+       note="unreadable after a full disk: one line naming the failure")
+    rs("ls", ".", files={"x.h5": os.urandom(2000), ".x.h5.lock": _failed_lock()}, expect=(0,))
+    # reproduce: one session per --out folder
+    c.append(Case("reproduce", ["--out", "D"], files={"D": FOLDER}, held=("D/",)))
+    c.append(Case("reproduce", ["--out", "D"], files={"D": b"a file"}))
     return c
 
 
@@ -329,8 +444,33 @@ def _snapshot(folder: Path) -> dict[str, str]:
     out = {}
     for path in sorted(folder.rglob("*")):
         rel = str(path.relative_to(folder))
-        out[rel] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "<dir>"
+        if path.is_symlink():
+            out[rel] = f"-> {os.readlink(path)}"
+        elif path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            out[rel] = "<dir>" if path.is_dir() else "<special>"
     return out
+
+
+_HOLD = """
+import sys
+from hpcbench.runtime.outputs import Output, claim_outputs
+name = sys.argv[1]
+claimed = claim_outputs([Output("held", name.rstrip("/"), folder=name.endswith("/"), may_exist=True)], "another-run")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def _hold(folder: Path, name: str) -> subprocess.Popen:
+    """A process holding ``folder/name`` as a live run does, until its stdin is closed."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, name], cwd=folder, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    if proc.stdout.readline().strip() != "held":
+        raise RuntimeError(f"could not hold {name}")
+    return proc
 
 
 @dataclass
@@ -347,7 +487,16 @@ def run_case(case: Case, np_: int, limit_s: float, baseline: int, kill_s: float 
     folder = Path(tempfile.mkdtemp(prefix="hostile-"))
     try:
         for name, data in case.files.items():
-            (folder / name).write_bytes(data)
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            if data == FIFO:
+                os.mkfifo(folder / name)
+            elif data == FOLDER:
+                (folder / name).mkdir(exist_ok=True)
+            else:
+                (folder / name).write_bytes(data)
+        for name, target in case.links.items():
+            (folder / name).symlink_to(target)
+        holders = [_hold(folder, name) for name in case.held]
         before = _snapshot(folder)
         if case.runner in MPI_RUNNERS:
             from hpcbench.runtime.launch import find_mpiexec
@@ -399,6 +548,9 @@ def run_case(case: Case, np_: int, limit_s: float, baseline: int, kill_s: float 
         if peak["rss"] - baseline > GIB:
             problems.append(f"grew {(peak['rss'] - baseline) / GIB:.2f} GiB")
         after = _snapshot(folder)
+        for holder in holders:
+            holder.stdin.close()
+            holder.wait(30)
         if after != before:
             changed = sorted(set(after) ^ set(before) | {k for k in before if after.get(k) != before[k]})
             problems.append(f"files changed: {', '.join(changed[:5])}")
@@ -427,8 +579,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, default=1, help="run every N-th case")
     parser.add_argument("--limit-s", type=float, default=10.0, help="longest a case may take (s)")
     parser.add_argument("--report", default=None, help="write the outcomes as JSON here")
+    parser.add_argument("--outputs-only", action="store_true",
+                        help="only the cases of the output rules and concurrent runs (_output_cases)")
     args = parser.parse_args(argv)
-    todo = cases()
+    todo = _output_cases() if args.outputs_only else cases()
     if args.only:
         keep = set(args.only.split(","))
         todo = [c for c in todo if c.runner in keep]

@@ -253,7 +253,8 @@ def test_reopen_truncates_and_refuses_another_kind(tmp_path):
     path = tmp_path / "r.h5"
     rf = ResultsFile(path, "fl", {"rounds": 3})
     rf.table("rounds", cols).append({"round": [1, 2, 3], "x": [0.5, 1.5, 2.5]})
-    rf._h5.close()  # as a killed run leaves it: status running
+    rf._h5.close()  # as a killed run leaves it: status running, its lock dropped by the kernel
+    rf.release_lock()
     again = ResultsFile.reopen(path, "fl", {"rounds": 4}, {"resumed_at": "now"})
     table = again.table("rounds", cols)
     assert table.rows == 3

@@ -37,8 +37,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -113,17 +111,6 @@ def from_storable(obj: Any) -> Any:
     return obj
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # no directory handles (some platforms): the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save_checkpoint(path, state: Mapping[str, Any]) -> Path:
     """Write ``state`` to ``path`` atomically (temp file in the same folder, fsync, ``os.replace``).
 
@@ -145,6 +132,8 @@ def save_checkpoint(path, state: Mapping[str, Any]) -> Path:
         The file cannot be written; the temporary file is removed and an
         earlier checkpoint at ``path`` is left untouched.
     """
+    from hpcbench.runtime.outputs import replace_atomically
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
@@ -152,25 +141,13 @@ def save_checkpoint(path, state: Mapping[str, Any]) -> Path:
     payload = buffer.getvalue()
     header = json.dumps({"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(),
                          "bytes": len(payload)}).encode() + b"\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would differ from the results file's mode
-        with os.fdopen(fd, "wb") as fh:
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
             fh.write(_MAGIC + header)
             fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-    return path
+
+    return replace_atomically(path, write)
 
 
 def _read_verified(path: Path) -> bytes:

@@ -20,9 +20,7 @@ Python ``int``/``float``/``str``, so the pickle loads without numpy.
 from __future__ import annotations
 
 import math
-import os
 import pickle
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -113,33 +111,28 @@ def write_testing_perf(path: str | Path, out: str | Path | None = None,
     -------
     (pathlib.Path, dict)
         The file written and what it holds. The file appears whole or not at
-        all (written to a temporary file in the same folder, then linked or
-        renamed into place).
+        all (written to a temporary file in the same folder, then renamed
+        into place, under the output's lock).
 
     Raises
     ------
     InputError
         As :func:`testing_perf`; ``out`` is a directory, or exists and ``overwrite`` is false, or cannot be
-        written (:func:`hpcbench.runtime.paths.check_output_path`).
+        written; or another run holds it (the output rules: :mod:`hpcbench.runtime.outputs`).
     """
-    from hpcbench.runtime.paths import check_output_path
+    from hpcbench.runtime.outputs import Output, check_outputs, claim_outputs, replace_atomically
 
     history = testing_perf(path)
-    out = check_output_path(Path(out) if out is not None else Path(path).with_suffix(".testing_perf.pkl"),
-                            "output", overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)  # a relative path's folders (check_output_path's rule)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    target = Output("--output", out if out is not None else Path(path).with_suffix(".testing_perf.pkl"))
+    check_outputs([target], overwrite, {"--fedscale": path})
+    claimed = claim_outputs([target])
     try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(history, f, protocol=4)
-        if overwrite:
-            os.replace(tmp, out)
-        else:
-            try:
-                os.link(tmp, out)  # fails if another process created ``out`` meanwhile
-            except FileExistsError:
-                raise InputError(f"{out}: exists; pass --overwrite to replace it") from None
+        out = target.p
+        if out.exists() and not overwrite:  # created by another process since the check
+            raise InputError(f"--output: {str(out)!r} exists; pass --overwrite to replace it")
+        replace_atomically(out, lambda tmp: tmp.write_bytes(pickle.dumps(history, protocol=4)))
+    except OSError as exc:
+        raise InputError(f"--output: cannot write {str(out)!r}: {exc.strerror or exc}") from None
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        claimed.release()
     return out, history

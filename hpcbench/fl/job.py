@@ -156,16 +156,17 @@ class FLJob(Job):
 
             verify_resume(self.resume, self.setup, self.resume_path)
 
-    def side_outputs(self, output):
+    def outputs(self, results):
         if not self.cfg.checkpoint_interval:
-            return {}
+            return ()
         from hpcbench.runtime.lifecycle import format_output_path
+        from hpcbench.runtime.outputs import Output
         from hpcbench.runtime.paths import same_file
 
-        path = format_output_path(self.cfg.checkpoint, {"output": str(output), "job_name": self.cfg.job_name},
+        path = format_output_path(self.cfg.checkpoint, {"output": str(results), "job_name": self.cfg.job_name},
                                   "checkpoint")
         resumed = self.resume is not None and same_file(path, self.resume_path)
-        return {"checkpoint": (path, resumed)}
+        return (Output("checkpoint", path, may_exist=resumed),)
 
     def fault_steps(self) -> int:
         return self.cfg.rounds
@@ -208,10 +209,7 @@ class FLJob(Job):
                                     initial=self.resume["step"] if self.resume else 0)
         checkpoint_path = None
         if comm.rank == 0 and cfg.checkpoint_interval:
-            from hpcbench.runtime.lifecycle import format_output_path
-
-            checkpoint_path = format_output_path(cfg.checkpoint, {"output": str(results.path),
-                                                                  "job_name": cfg.job_name}, "checkpoint")
+            checkpoint_path = self.output_path("checkpoint")
         driver = build_rounds(cfg, setup, comm, checkpoint_path, self.resume)
         from hpcbench.fl.rounds.recorder import RoundRecorder
 

@@ -88,14 +88,6 @@ class PipelineJob(Job):
 
         self.cfg = load_config(args.config, config_overrides(args))
         cfg, p = self.cfg, self.comm.size
-        trace = cfg.chrome_trace
-        if isinstance(trace, str):
-            from pathlib import Path
-
-            if Path(trace).is_dir():
-                raise InputError(f"chrome_trace: {trace!r} is a directory")
-            if Path(trace).exists() and not args.overwrite:
-                raise InputError(f"chrome_trace: {trace!r} exists; pass --overwrite to replace it")
         if cfg.model.layers + 3 < p:
             raise InputError(f"model.layers: {cfg.model.layers} encoder layers (+3) cannot fill {p} stages")
         if cfg.compute == "real" and cfg.time_dilation != 1.0:
@@ -296,7 +288,14 @@ class PipelineJob(Job):
         """Gather every rank's trace events to rank 0 and write them (collective)."""
         from hpcbench.results.chrome_trace import write_run_trace
 
-        write_run_trace(self.comm, recorder, results, self.cfg.chrome_trace, "pipeline", self.prog)
+        path = self.output_path("chrome_trace") if self.comm.rank == 0 else None
+        write_run_trace(self.comm, recorder, results, path, "pipeline", self.prog)
+
+    def outputs(self, results):
+        from hpcbench.results.chrome_trace import trace_output
+
+        trace = trace_output(self.cfg.chrome_trace, results)
+        return () if trace is None else (trace,)
 
     def _report(self, tables, name, alloc, bounds, order, measured, final, final_opt, rebalances,
                 measured_even, gathered):

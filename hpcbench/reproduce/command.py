@@ -117,11 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(_listing(manifest, plans)))
         return 0
+    from hpcbench.runtime.outputs import Output, check_outputs, claim_outputs
+
+    try:   # one session per folder: a second one on the same --out is refused before it touches anything
+        folder = Output("--out", out, folder=True, may_exist=True)
+        check_outputs([folder], overwrite=False)
+        claimed = claim_outputs([folder])
+    except InputError as exc:
+        print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
+        return 2
     try:
         return _reproduce(args, argv, manifest, plans[args.tier], out)
     except InputError as exc:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        claimed.release()
 
 
 def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 __all__ = ["TRACKS", "TraceRecorder", "gather_events", "chrome_trace", "write_chrome_trace", "write_run_trace",
-           "check_trace_setting", "trace_path_beside", "validate"]
+           "check_trace_setting", "trace_path_beside", "trace_output", "validate"]
 
 #: the tracks every rank has, in display order
 TRACKS = ("compute", "communication", "compression", "optimizer")
@@ -143,13 +143,15 @@ def chrome_trace(per_rank: Sequence[tuple[int, Sequence[tuple]]], other: Mapping
 
 def write_chrome_trace(path, per_rank: Sequence[tuple[int, Sequence[tuple]]],
                        other: Mapping[str, Any] | None = None) -> Path:
-    """Write :func:`chrome_trace` of ``per_rank`` to ``path`` (parents created, replaced if present)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(chrome_trace(per_rank, other), separators=(",", ":")), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write :func:`chrome_trace` of ``per_rank`` to ``path`` through a temporary file renamed over it.
+
+    ``path``'s folder must exist (a run's trace path is checked and locked
+    with its other outputs: :func:`trace_output`).
+    """
+    from hpcbench.runtime.outputs import replace_atomically
+
+    text = json.dumps(chrome_trace(per_rank, other), separators=(",", ":"))
+    return replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def check_trace_setting(v):
@@ -160,8 +162,21 @@ def check_trace_setting(v):
     return v
 
 
-def write_run_trace(comm, recorder: TraceRecorder, results, setting, runner: str, prog: str) -> None:
-    """Gather every rank's events to rank 0 and write them where ``setting`` says (collective over ``comm``).
+def trace_output(setting, results_path):
+    """The run's declared trace output (:class:`hpcbench.runtime.outputs.Output`, key ``chrome_trace``), or None.
+
+    ``setting`` is the runner's ``chrome_trace`` key: false (no trace), true
+    (``RUN.trace.json`` beside the results file) or a path.
+    """
+    from hpcbench.runtime.outputs import Output
+
+    if setting is False or setting is None:
+        return None
+    return Output("chrome_trace", trace_path_beside(results_path) if setting is True else setting)
+
+
+def write_run_trace(comm, recorder: TraceRecorder, results, path, runner: str, prog: str) -> None:
+    """Gather every rank's events to rank 0 and write them at ``path`` (collective over ``comm``).
 
     Parameters
     ----------
@@ -169,8 +184,8 @@ def write_run_trace(comm, recorder: TraceRecorder, results, setting, runner: str
         This rank's events.
     results : hpcbench.results.writer.ResultsFile or None
         Rank 0's result file (the trace's path is recorded in its root attribute ``chrome_trace``).
-    setting : True or str
-        ``chrome_trace: true`` (``RUN.trace.json`` beside the file) or a path.
+    path : pathlib.Path or None
+        Rank 0: the run's checked, locked trace output (``Job.output_path("chrome_trace")``); else None.
     runner, prog : str
         The runner's kind (in the trace's ``otherData``) and the name its message starts with.
     """
@@ -179,7 +194,6 @@ def write_run_trace(comm, recorder: TraceRecorder, results, setting, runner: str
     sleep_barrier(comm)
     per_rank = gather_events(comm, recorder)
     if comm.rank == 0:
-        path = trace_path_beside(results.path) if setting is True else setting
         path = write_chrome_trace(path, per_rank, {"runner": runner, "results": str(results.path),
                                                    "time": "modelled seconds (wall / time_dilation)"})
         results.set_attrs(chrome_trace=str(path))

@@ -173,9 +173,11 @@ def headlines(path, attrs: Mapping[str, Any] | None = None) -> list[Headline]:
     OSError
         The file cannot be read.
     """
-    from hpcbench.results.reader import open_file, read_attrs
+    from hpcbench.results.reader import read_attrs, read_consistent
 
-    with open_file(path) as h5:
-        attrs = read_attrs(h5) if attrs is None else attrs
-        fn = HEADLINES.get(str(attrs.get("kind", "")))
-        return [] if fn is None else fn(h5, attrs)
+    def read(h5):
+        found = read_attrs(h5) if attrs is None else attrs
+        fn = HEADLINES.get(str(found.get("kind", "")))
+        return [] if fn is None else fn(h5, found)
+
+    return read_consistent(path, read)

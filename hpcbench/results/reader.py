@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 import h5py
 import numpy as np
 
-__all__ = ["read_table", "read_attrs", "open_file", "table_units"]
+__all__ = ["read_table", "read_attrs", "open_file", "read_consistent", "table_units"]
+
+T = TypeVar("T")
 
 
 def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
@@ -58,7 +63,7 @@ def read_attrs(path_or_file) -> dict:
     if isinstance(path_or_file, h5py.File):
         attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in path_or_file.attrs.items()}
     else:
-        with h5py.File(path_or_file, "r", locking=False) as h5:
+        with open_file(path_or_file) as h5:
             attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in h5.attrs.items()}
     if "config_json" in attrs:
         try:
@@ -68,13 +73,43 @@ def read_attrs(path_or_file) -> dict:
     return attrs
 
 
-def open_file(path) -> h5py.File:
-    """Open a result file for reading without HDF5's file lock, so that a run still writing it can be read.
+@contextmanager
+def open_file(path) -> Iterator[h5py.File]:
+    """Open a result file for reading, also while a run writes it: ``with open_file(path) as h5: ...``.
 
-    Rows of the table being appended at that moment may be incomplete;
-    trust each table's ``rows`` attribute. Use it as a context manager.
+    Opened without HDF5's file lock (the writer holds it), inside the read
+    side of the file's write window (:func:`hpcbench.runtime.outputs.read_window`):
+    a running job's writer waits while the block reads, so the block sees
+    the file as of the writer's last flush, never half of an append. Keep
+    the block short: the writer waits for it. A file whose writer does not
+    take the window (an older hpcbench) may still be caught mid-write; its
+    read then fails with an OSError or KeyError, to be retried
+    (:func:`read_consistent`).
     """
-    return h5py.File(path, "r", locking=False)
+    from hpcbench.runtime.outputs import read_window
+
+    with read_window(path):
+        with h5py.File(path, "r", locking=False) as h5:
+            yield h5
+
+
+def read_consistent(path, read: Callable[[h5py.File], T], attempts: int = 5, pause_s: float = 0.05) -> T:
+    """``read(h5)`` inside :func:`open_file`, tried again when it fails the way a file caught mid-write fails.
+
+    Raises
+    ------
+    OSError, KeyError, ValueError
+        The last attempt's error (the file is not HDF5, or lacks what ``read`` needs).
+    """
+    for attempt in range(attempts):
+        try:
+            with open_file(path) as h5:
+                return read(h5)
+        except (OSError, KeyError, ValueError, RuntimeError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(pause_s * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def table_units(path_or_file, name: str) -> dict[str, str]:

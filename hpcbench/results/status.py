@@ -116,19 +116,47 @@ def classify(attrs: dict, now: datetime | None = None, host: str | None = None) 
     return RunStatus("running", f"heartbeat {age:.0f} s ago on {writer or 'an unknown host'}")
 
 
+def _recorded_failure(path, attrs: Mapping[str, Any] | None) -> RunStatus | None:
+    """The failure a run kept in its lock file when the results file could not take it (a full disk), if any.
+
+    Only when the lock file names this file's run (or the file cannot be
+    read at all) and no live process holds it.
+    """
+    from hpcbench.runtime.outputs import holder, in_use
+
+    info = holder(path)
+    if info.get("state") != "failed" or in_use(path):
+        return None
+    if attrs is not None and _text(attrs.get("run_id", "")) not in ("", str(info.get("run_id", ""))):
+        return None
+    return RunStatus("failed", str(info.get("error", "")) or "failed (recorded in its lock file)")
+
+
 def file_status(path: str | Path, now: datetime | None = None) -> RunStatus:
-    """:func:`classify` of the file at ``path`` (read without HDF5's file lock, so a live run's file opens too).
+    """:func:`classify` of the file at ``path``, read as of its writer's last flush (also while a run writes it).
+
+    A failure that the file could not record (a full disk) but its lock file
+    kept (:meth:`hpcbench.runtime.outputs.OutputLock.record_failure`) makes
+    it ``failed``.
 
     Raises
     ------
     OSError
-        The file cannot be read as HDF5.
+        The file cannot be read as HDF5 and no failure was recorded for it.
     """
-    import h5py
+    from hpcbench.results.reader import read_consistent
 
-    with h5py.File(path, "r", locking=False) as h5:
-        attrs = dict(h5.attrs.items())
-    return classify(attrs, now)
+    try:
+        attrs = read_consistent(path, lambda h5: dict(h5.attrs.items()))
+    except OSError:
+        failed = _recorded_failure(path, None)
+        if failed is not None:
+            return failed
+        raise
+    status = classify(attrs, now)
+    if status.state in ("running", "interrupted", "unknown"):
+        return _recorded_failure(path, attrs) or status
+    return status
 
 
 def run_status(path, attrs: Mapping[str, Any] | None = None) -> RunStatus:
@@ -155,4 +183,7 @@ def run_status(path, attrs: Mapping[str, Any] | None = None) -> RunStatus:
     """
     if attrs is None:
         return file_status(path)
-    return classify(dict(attrs))
+    status = classify(dict(attrs))
+    if status.state in ("running", "interrupted", "unknown"):
+        return _recorded_failure(path, attrs) or status
+    return status

@@ -233,15 +233,16 @@ def run_logdir(logdir, results_path) -> Path:
     return Path(logdir) / Path(results_path).stem
 
 
-def attach(results, logdir, kind: str, config_yaml: str) -> TensorBoardObserver:
+def attach(results, run_dir, kind: str, config_yaml: str) -> TensorBoardObserver:
     """Stream a run's scalars to TensorBoard while it runs (rank 0; what ``--tensorboard DIR`` does).
 
     Parameters
     ----------
     results : hpcbench.results.ResultsFile
         The open results file.
-    logdir : path
-        ``--tensorboard``'s directory; the run writes to :func:`run_logdir`.
+    run_dir : path
+        The run's folder, :func:`run_logdir` of ``--tensorboard``'s directory,
+        as the lifecycle checked and locked it (a declared output).
     kind : str
         The runner kind (:data:`SCALAR_TABLES`).
     config_yaml : str
@@ -252,7 +253,7 @@ def attach(results, logdir, kind: str, config_yaml: str) -> TensorBoardObserver:
     TensorBoardObserver
         Registered with ``results``; closed when ``results`` closes.
     """
-    log = ScalarLog(run_logdir(logdir, results.path))
+    log = ScalarLog(run_dir)
     log.text("config", _config_markdown(config_yaml))
     log.flush()
     observer = TensorBoardObserver(log, kind)
@@ -286,13 +287,11 @@ def export(path, logdir) -> tuple[Path, int]:
     """
     import datetime
 
-    import h5py
-
-    from hpcbench.results.reader import read_table
+    from hpcbench.results.reader import open_file, read_table
 
     require_tensorboard("results tensorboard")
     try:
-        with h5py.File(path, "r") as h5:
+        with open_file(path) as h5:
             kind = str(h5.attrs.get("kind", ""))
             config_yaml = str(h5.attrs.get("config_yaml", ""))
             start = str(h5.attrs.get("start_time", ""))

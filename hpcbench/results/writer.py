@@ -9,15 +9,27 @@ Only one process (rank 0) ever opens the file; this module does not import MPI.
 Within that process a lock makes every write (an append with its row count,
 a heartbeat, marking the file failed from the lifecycle's failure listener)
 atomic with respect to the others, so a flush never lands between a column's
-resize and its data.
+resize and its data. Across processes the file's output lock
+(:class:`hpcbench.runtime.outputs.OutputLock`, ``.NAME.lock`` beside it)
+keeps a second run from opening it, and every write with its flush is one
+write window, so readers (:func:`hpcbench.results.reader.open_file`) see the
+file as of a flush, never in the middle of an append.
+
+A new file is created in place (a killed run leaves a readable file marked
+``running``); replacing an existing file (``overwrite``) writes the new one
+beside it (``.NAME.XXXX.tmp``) and renames it over the old one only when
+the run ends (:meth:`ResultsFile.close`, or :meth:`ResultsFile.mark_failed`),
+so the old file is never truncated and survives a killed run whole.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -101,7 +113,7 @@ class Table:
         ValueError
             If the arrays differ in length.
         """
-        with self._owner._lock:
+        with self._owner._writing():
             self._append(rows, flush)
 
     def _append(self, rows: Mapping[str, Any], flush: bool) -> None:
@@ -146,7 +158,7 @@ class Table:
         """
         if not 0 <= rows <= self._rows:
             raise ValueError(f"table {self._group.name!r}: cannot keep {rows} of its {self._rows} rows")
-        with self._owner._lock:
+        with self._owner._writing():
             for name in self._columns:
                 self._group[name].resize((rows,))
             self._rows = rows
@@ -171,12 +183,20 @@ class ResultsFile:
     attrs : mapping, optional
         Provenance attributes (see :func:`hpcbench.runtime.provenance.collect`).
     overwrite : bool, default False
-        Replace an existing file. Without it an existing file is never touched.
+        Replace an existing file. Without it an existing file is never
+        touched; with it the old file is replaced when this one is closed
+        (or marked failed), never truncated in place.
+    lock : hpcbench.runtime.outputs.OutputLock, optional
+        The output lock the caller holds for ``path`` (the lifecycle locks
+        every output of a run together); without one the file takes its own
+        and releases it at :meth:`close`.
 
     Raises
     ------
     FileExistsError
         ``path`` exists and ``overwrite`` is False.
+    hpcbench.runtime.errors.InputError
+        Another live process holds ``path`` (its output lock).
     OSError
         The file cannot be created.
 
@@ -194,23 +214,37 @@ class ResultsFile:
     """
 
     def __init__(self, path, kind: str, config: Mapping[str, Any],
-                 attrs: Mapping[str, Any] | None = None, overwrite: bool = False) -> None:
+                 attrs: Mapping[str, Any] | None = None, overwrite: bool = False, lock=None) -> None:
         import yaml
 
         self.path = Path(path)
         self._init_state()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._h5 = h5py.File(self.path, "w" if overwrite else "x")
-        root = self._h5.attrs
-        root["schema_version"] = SCHEMA_VERSION
-        root["kind"] = kind
-        root["config_yaml"] = yaml.safe_dump(_plain(config), sort_keys=False)
-        root["config_json"] = json.dumps(_plain(config), sort_keys=True)
-        root["status"] = "running"
-        for key, value in (attrs or {}).items():
-            root[key] = _attr(value)
-        self._mark_writer()
-        self.flush()
+        if not overwrite and (self.path.exists() or self.path.is_symlink()):
+            raise FileExistsError(errno.EEXIST, "file exists", str(self.path))
+        self._take_lock(lock, "output", dict(attrs or {}).get("run_id", ""))
+        try:
+            with self._writing():
+                exists = self.path.exists() or self.path.is_symlink()
+                if exists and not overwrite:  # created since the check above
+                    raise FileExistsError(errno.EEXIST, "file exists", str(self.path))
+                if exists:  # the replacement is renamed over it at the end
+                    from hpcbench.runtime.outputs import temp_beside
+
+                    self._file = temp_beside(self.path)
+                    self._h5 = h5py.File(self._file, "w")
+                else:
+                    self._h5 = h5py.File(self.path, "x")
+                root = self._h5.attrs
+                root["schema_version"] = SCHEMA_VERSION
+                root["kind"] = kind
+                root["config_yaml"] = yaml.safe_dump(_plain(config), sort_keys=False)
+                root["config_json"] = json.dumps(_plain(config), sort_keys=True)
+                root["status"] = "running"
+                self._start_writing(attrs, ())
+        except BaseException:
+            self._abandon()
+            raise
 
     def _init_state(self) -> None:
         self._lock = threading.RLock()
@@ -218,6 +252,75 @@ class ResultsFile:
         self._beat_stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._observers: list = []
+        self._guard = None        # the output lock (hpcbench.runtime.outputs.OutputLock)
+        self._own_guard = False   # taken here (released at close) rather than handed in by the lifecycle
+        self._file = self.path    # the file being written: self.path, or a replacement beside it
+        self._h5 = None
+
+    def _take_lock(self, lock, key: str, run_id: str) -> None:
+        from hpcbench.runtime.outputs import OutputLock
+
+        if lock is None:
+            lock, self._own_guard = OutputLock.acquire(self.path, key, run_id), True
+        self._guard = lock
+
+    @contextmanager
+    def _writing(self):
+        """This thread's write, with its flush, as one write window for readers in other processes.
+
+        HDF5's failed writes (h5py raises RuntimeError) come out as the
+        OSError of their ``errno`` (ENOSPC, EIO...), naming the file.
+        """
+        with self._lock:
+            try:
+                if self._guard is None:
+                    yield
+                    return
+                with self._guard.writing():
+                    yield
+            except RuntimeError as exc:
+                code = _errno_of(str(exc))
+                if code is None:
+                    raise
+                raise OSError(code, f"cannot write {str(self.path)!r}: {os.strerror(code)}") from None
+
+    def _abandon(self) -> None:
+        """Undo a creation that failed: close, remove a replacement never published, drop an own lock."""
+        try:
+            if self._h5 is not None and self._h5.id.valid:
+                self._h5.close()
+        except Exception:  # noqa: BLE001 - cleaning up after the real error
+            pass
+        if self._file != self.path:
+            try:
+                os.unlink(self._file)
+            except OSError:
+                pass
+        if self._own_guard and self._guard is not None:
+            self._guard.release()
+
+    def _publish(self) -> None:
+        """Rename a replacement over the file it replaces (once; the open handle follows the rename)."""
+        if self._file == self.path:
+            return
+        os.replace(self._file, self.path)
+        self._file = self.path
+        try:
+            fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def _start_writing(self, attrs: Mapping[str, Any] | None, keep: Sequence[str]) -> None:
+        """Set ``attrs`` (but ``keep``: the file's own), name this process as the writer, flush."""
+        for key, value in (attrs or {}).items():
+            if key not in keep:
+                self._h5.attrs[key] = _attr(value)
+        self._mark_writer()
+        self.flush()
 
     def _mark_writer(self) -> None:
         root = self._h5.attrs
@@ -234,7 +337,7 @@ class ResultsFile:
 
     @classmethod
     def reopen(cls, path, kind: str, config: Mapping[str, Any],
-               attrs: Mapping[str, Any] | None = None) -> "ResultsFile":
+               attrs: Mapping[str, Any] | None = None, lock=None) -> "ResultsFile":
         """Open an existing results file to append to it (a resumed run).
 
         Its ``status`` becomes ``"running"`` again, its config attributes are
@@ -258,22 +361,24 @@ class ResultsFile:
         self._init_state()
         if not self.path.is_file():
             raise FileNotFoundError(f"no results file {str(self.path)!r}")
-        self._h5 = h5py.File(self.path, "r+")
-        root = self._h5.attrs
-        if root.get("kind") != kind or "schema_version" not in root:
-            found = root.get("kind")
-            self._h5.close()
-            raise ValueError(f"{str(self.path)!r} is not a {kind!r} results file (kind {found!r})")
-        root["config_yaml"] = yaml.safe_dump(_plain(config), sort_keys=False)
-        root["config_json"] = json.dumps(_plain(config), sort_keys=True)
-        root["status"] = "running"
-        for key in ("end_time", "error"):
-            if key in root:
-                del root[key]
-        for key, value in (attrs or {}).items():
-            root[key] = _attr(value)
-        self._mark_writer()
-        self.flush()
+        self._take_lock(lock, "output", dict(attrs or {}).get("run_id", ""))
+        try:
+            with self._writing():
+                self._h5 = h5py.File(self.path, "r+")
+                root = self._h5.attrs
+                if root.get("kind") != kind or "schema_version" not in root:
+                    found = root.get("kind")
+                    raise ValueError(f"{str(self.path)!r} is not a {kind!r} results file (kind {found!r})")
+                root["config_yaml"] = yaml.safe_dump(_plain(config), sort_keys=False)
+                root["config_json"] = json.dumps(_plain(config), sort_keys=True)
+                root["status"] = "running"
+                for key in ("end_time", "error"):
+                    if key in root:
+                        del root[key]
+                self._start_writing(attrs, ("run_id",))
+        except BaseException:
+            self._abandon()
+            raise
         return self
 
     def remove(self, name: str) -> None:
@@ -281,7 +386,7 @@ class ResultsFile:
 
         What a resumed run writes again at its end, or only when it happens.
         """
-        with self._lock:
+        with self._writing():
             if name in self._h5:
                 del self._h5[name]
             elif name in self._h5.attrs:
@@ -305,7 +410,7 @@ class ResultsFile:
         ValueError
             An existing table ``name`` has other columns.
         """
-        with self._lock:
+        with self._writing():
             return self._table(name, columns, description)
 
     def _table(self, name: str, columns: Sequence[Column], description: str) -> Table:
@@ -354,7 +459,7 @@ class ResultsFile:
 
     def write_array(self, name: str, data, units: str, description: str = "") -> None:
         """Write a whole (n-dimensional) dataset at once, with its units."""
-        with self._lock:
+        with self._writing():
             ds = self._h5.create_dataset(name, data=np.asarray(data))
             ds.attrs["units"] = units
             ds.attrs["description"] = description
@@ -367,54 +472,96 @@ class ResultsFile:
 
     def set_attrs(self, **attrs: Any) -> None:
         """Set root attributes (e.g. summary figures) and flush."""
-        with self._lock:
+        with self._writing():
             for key, value in attrs.items():
                 self._h5.attrs[key] = _attr(value)
             self.flush()
 
     def flush(self) -> None:
         """Push everything written so far to disk."""
-        with self._lock:
+        with self._writing():
             self._h5.flush()
 
     # -- liveness and failure -------------------------------------------------------------
     def start_heartbeat(self, interval_s: float = HEARTBEAT_S) -> None:
-        """Refresh the ``heartbeat`` attribute every ``interval_s`` seconds from a daemon thread until :meth:`close`."""
+        """Refresh the ``heartbeat`` attribute every ``interval_s`` seconds from a daemon thread until :meth:`close`.
+
+        A heartbeat that cannot be written (a full disk) stops with one
+        warning; the next append or :meth:`close` meets the same error and
+        the run fails with it.
+        """
         if self._beat is not None:
             return
 
         def beat():
             while not self._beat_stop.wait(interval_s):
-                with self._lock:
-                    if not self._h5.id.valid:
-                        return
-                    self._h5.attrs["heartbeat"] = _utc_now()
-                    self._h5.flush()
+                try:
+                    with self._writing():
+                        if self._h5 is None or not self._h5.id.valid:
+                            return
+                        self._h5.attrs["heartbeat"] = _utc_now()
+                        self._h5.flush()
+                except Exception as exc:  # noqa: BLE001 - never a traceback from a daemon thread
+                    import sys
+
+                    sys.stderr.write(f"warning: {self.path}: heartbeat stopped: {type(exc).__name__}: {exc}\n")
+                    return
 
         self._beat = threading.Thread(target=beat, name="hpcbench-heartbeat", daemon=True)
         self._beat.start()
+
+    def _record_failure(self, error: str, exc: BaseException) -> None:
+        """The file could not take ``failed``: keep the reason in its lock file, where ``results`` looks next."""
+        if self._guard is not None:
+            self._guard.record_failure(f"{error}; the results file could not record it: "
+                                       f"{type(exc).__name__}: {exc}"[:3000])
 
     def mark_failed(self, error: str) -> None:
         """Record ``status = "failed"`` and ``error`` now and flush, leaving the file open.
 
         What the lifecycle does when another rank reports a failure, before
         the job is aborted; a later :meth:`close` keeps ``failed``. Safe from
-        any thread; does nothing once the file is closed.
+        any thread; does nothing once the file is closed; never raises. A
+        replacement of an existing file (``overwrite``) is renamed over it
+        now, since the abort that follows ends the process. When the file
+        cannot be written (a full disk, an I/O error) the failure is kept in
+        its lock file instead (:func:`hpcbench.results.status.file_status`
+        reads it).
         """
-        with self._lock:
-            if not self._h5.id.valid:
+        with self._writing():
+            if self._h5 is None or not self._h5.id.valid:
                 return
             self._failed = error or "failed"
-            self._h5.attrs["status"] = "failed"
-            self._h5.attrs["error"] = self._failed
-            self._h5.attrs["end_time"] = _utc_now()
-            self._h5.flush()
+            try:
+                self._h5.attrs["status"] = "failed"
+                self._h5.attrs["error"] = self._failed
+                self._h5.attrs["end_time"] = _utc_now()
+                self._h5.flush()
+            except Exception as exc:  # noqa: BLE001 - the abort matters more
+                self._record_failure(self._failed, exc)
+            try:
+                self._publish()
+            except OSError:
+                pass
 
     def close(self, status: str = "completed", error: str = "") -> None:
-        """Record the end time and status, then close the file (a file marked failed stays failed)."""
+        """Record the end time and status, close the file and release its lock (a file marked failed stays failed).
+
+        A replacement of an existing file is renamed over it here.
+
+        Raises
+        ------
+        OSError
+            The file could not be written or closed (a full disk, an I/O
+            error) while ``status`` was ``"completed"``: the run did not end
+            well after all. The failure is then recorded as in
+            :meth:`mark_failed` (in the file if it still takes it, else in
+            its lock file).
+        """
         self._beat_stop.set()
-        with self._lock:
-            if not self._h5.id.valid:
+        problem = None
+        with self._writing():
+            if self._h5 is None or not self._h5.id.valid:
                 return
             for observer in list(self._observers):
                 try:
@@ -424,12 +571,45 @@ class ResultsFile:
             self._observers.clear()
             if self._failed:
                 status, error = "failed", self._failed if not error else f"{self._failed}; {error}"
-            self._h5.attrs["status"] = status
-            self._h5.attrs["end_time"] = _utc_now()
-            self._h5.attrs["heartbeat"] = self._h5.attrs["end_time"]
-            if error:
-                self._h5.attrs["error"] = error
-            self._h5.close()
+            try:
+                self._h5.attrs["status"] = status
+                self._h5.attrs["end_time"] = _utc_now()
+                self._h5.attrs["heartbeat"] = self._h5.attrs["end_time"]
+                if error:
+                    self._h5.attrs["error"] = error
+                self._h5.flush()
+            except Exception as exc:  # noqa: BLE001 - a full disk: record it where it fits
+                problem = exc
+            try:
+                self._h5.close()
+            except Exception as exc:  # noqa: BLE001
+                problem = problem or exc
+            if problem is not None:
+                why = error or f"{type(problem).__name__}: {problem}"
+                if status != "failed":
+                    why = f"the results file could not be completed: {type(problem).__name__}: {problem}"
+                self._record_failure(why, problem)
+            try:
+                self._publish()
+            except OSError as exc:
+                problem = problem or exc
+        if self._own_guard and self._guard is not None:
+            self._guard.release()
+        if problem is not None and status != "failed":
+            raise problem
+
+    def release_lock(self) -> None:
+        """Release the output lock this file took itself (the lifecycle releases the locks it handed in)."""
+        if self._guard is not None:
+            self._guard.release()
+
+
+def _errno_of(message: str) -> int | None:
+    """The ``errno = N`` an HDF5 write error names, if any."""
+    import re
+
+    found = re.search(r"errno = (\d+)", message)
+    return int(found.group(1)) if found else None
 
 
 def _attr(value):

@@ -16,18 +16,24 @@ def load(path) -> dict[str, Any]:
     Raises
     ------
     InputError
-        ``path`` is missing, not HDF5, or not an hpcbench results file (no ``schema_version``).
+        ``path`` is missing, not HDF5 (saying so when its run recorded a failure it could not write into
+        it), or not an hpcbench results file (no ``schema_version``).
     """
-    from hpcbench.results.reader import open_file, read_attrs
+    from hpcbench.results.reader import read_attrs, read_consistent
+    from hpcbench.results.status import _recorded_failure
 
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{str(p)!r}: no such file")
     try:
-        with open_file(p) as h5:
-            attrs = read_attrs(h5)
+        attrs = read_consistent(p, read_attrs)
     except OSError as exc:
+        failed = _recorded_failure(p, None)
+        if failed is not None:
+            raise InputError(f"{str(p)!r} is unreadable: its run failed: {failed.detail}") from None
         raise InputError(f"{str(p)!r} is not an HDF5 file ({exc})") from None
+    except ValueError as exc:
+        raise InputError(f"{str(p)!r}: {exc}") from None
     if "schema_version" not in attrs:
         raise InputError(f"{str(p)!r} is not an hpcbench results file (no schema_version attribute)")
     return attrs

@@ -62,7 +62,7 @@ def describe(path, limit: int | None = 5) -> list[str]:
     import h5py
 
     from hpcbench.results.headlines import headlines
-    from hpcbench.results.reader import open_file
+    from hpcbench.results.reader import read_consistent
     from hpcbench.results.status import run_status
     from hpcbench.results_command.files import load
     from hpcbench.runtime.texttable import NA, render
@@ -74,19 +74,30 @@ def describe(path, limit: int | None = 5) -> list[str]:
     lines += ["  " + line for line in render(("attribute", "value"), prov)[1:]]
     lines += ["", "config:"] + ["  " + line for line in str(attrs.get("config_yaml", "")).rstrip().splitlines()]
     lines += ["", "tables:"]
-    with open_file(path) as h5:
+    def tables(h5) -> list[str]:
+        out = []
         for name in sorted(h5.keys()):
             item = h5[name]
             if isinstance(item, h5py.Group) and "columns" in item.attrs:
-                lines += _table_lines(h5, name, limit)
+                out += _table_lines(h5, name, limit)
             elif isinstance(item, h5py.Group):
                 for sub, ds in item.items():
-                    lines.append(f"  {name}/{sub}: array {ds.shape} {ds.dtype} ({ds.attrs.get('units', '')}) "
-                                 f"{ds.attrs.get('description', '')}".rstrip())
+                    out.append(f"  {name}/{sub}: array {ds.shape} {ds.dtype} ({ds.attrs.get('units', '')}) "
+                               f"{ds.attrs.get('description', '')}".rstrip())
             else:
-                lines.append(f"  {name}: array {item.shape} {item.dtype} ({item.attrs.get('units', '')}) "
-                             f"{item.attrs.get('description', '')}".rstrip())
-    heads = headlines(path, attrs)
+                out.append(f"  {name}: array {item.shape} {item.dtype} ({item.attrs.get('units', '')}) "
+                           f"{item.attrs.get('description', '')}".rstrip())
+        return out
+
+    try:
+        lines += read_consistent(path, tables)
+    except (OSError, KeyError, ValueError, RuntimeError) as exc:  # a file a failed write left damaged
+        lines.append(f"  n/a (the tables cannot be read: {type(exc).__name__}: {exc})")
+    try:
+        heads = headlines(path, attrs)
+    except (OSError, KeyError, ValueError, RuntimeError) as exc:
+        heads = []
+        lines += ["", f"headline figures: n/a ({type(exc).__name__}: {exc})"]
     if heads:
         lines += ["", "headline figures:"]
         lines += ["  " + line for line in render(

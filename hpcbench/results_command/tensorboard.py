@@ -1,4 +1,9 @@
-"""``hpcbench results tensorboard RUN.h5 [RUN.h5 ...] DIR``: finished runs as TensorBoard event files."""
+"""``hpcbench results tensorboard RUN.h5 [RUN.h5 ...] DIR [--overwrite]``: finished runs as TensorBoard event files.
+
+Each run folder ``DIR/<file stem>/`` follows the output rules
+(:mod:`hpcbench.runtime.outputs`): checked (empty or absent without
+``--overwrite``, never an input) and locked before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ def add_parser(actions, name: str) -> None:
                                        "pip install -e '.[tensorboard]'.")
     p.add_argument("files", nargs="+", metavar="RUN.h5")
     p.add_argument("logdir", metavar="DIR")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a run folder DIR/<file stem>/ that exists and is not empty (refused otherwise)")
 
 
 def run(args) -> int:
@@ -21,11 +28,20 @@ def run(args) -> int:
     from hpcbench.results.tensorboard import export, require_tensorboard
     from hpcbench.results_command.files import load
 
+    from hpcbench.results.tensorboard import run_logdir
+    from hpcbench.runtime.outputs import Output, check_outputs, claim_outputs
+
     require_tensorboard("results tensorboard")
     for path in args.files:
         load(path)
-    for path in args.files:
-        run_dir, count = export(path, args.logdir)
-        print(f"{path}: {count} scalars -> {run_dir}")
+    folders = [Output("DIR", run_logdir(args.logdir, path), folder=True) for path in args.files]
+    check_outputs(folders, args.overwrite, {f"RUN.h5 {i + 1}": p for i, p in enumerate(args.files)})
+    claimed = claim_outputs(folders)
+    try:
+        for path in args.files:
+            run_dir, count = export(path, args.logdir)
+            print(f"{path}: {count} scalars -> {run_dir}")
+    finally:
+        claimed.release()
     print(f"view them with: tensorboard --logdir {args.logdir}")
     return 0

@@ -12,13 +12,16 @@ Every program a user launches (``python -m hpcbench.fl``, the micro-benchmarks,
    message from rank 0, before any output exists;
    Between the two, the ranks of each node check that their estimated
    memory (:meth:`Job.memory_need`) fits what the node has available;
-3. **open the output** on rank 0: an existing file is refused unless
-   ``--overwrite`` (or reopened for appending when :meth:`Job.append_output`
-   names it: a resumed run); so are the other files the run will write
-   (:meth:`Job.side_outputs`, e.g. a checkpoint), which may never name the
-   results file; folders are checked by :func:`hpcbench.runtime.paths.check_output_path`;
-   a bad file-name template is an input error naming the key. The new file
-   gets a ``run_id``; the results file is flushed after every append and its
+3. **open the output** on rank 0: every file the run will write is declared
+   (the results file, :meth:`Job.outputs` such as a checkpoint or a Chrome
+   trace, ``--tensorboard``'s run folder), checked together against each
+   other and the run's inputs (:func:`hpcbench.runtime.outputs.check_outputs`:
+   an existing file is refused unless ``--overwrite``, or reopened for
+   appending when :meth:`Job.append_output` names it: a resumed run), then
+   locked for the run (a file another live run holds is refused, exit 2,
+   before anything is truncated); a bad file-name template is an input
+   error naming the key. The new file gets a ``run_id``; the results file
+   is flushed after every append and its
    ``heartbeat`` refreshed every few seconds, so a SIGKILLed run leaves a
    readable file marked ``status = "running"`` whose stale heartbeat tells
    it was interrupted (:mod:`hpcbench.results.status`);
@@ -70,6 +73,7 @@ and the status is the launcher's:
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import string
@@ -79,9 +83,10 @@ import traceback
 import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from hpcbench.runtime.errors import EXIT_FAILURE, EXIT_INPUT, EXIT_OK, InputError
+from hpcbench.runtime.outputs import Output
 
 __all__ = ["Job", "RankParser", "UsageError", "Terminated", "main", "run", "exit_process",
            "fault_point", "agree", "format_output_path", "job_arguments", "entry"]
@@ -254,16 +259,37 @@ class Job(ABC):
         """
         return None
 
-    def side_outputs(self, output: Path) -> Mapping[str, tuple[Path, bool]]:
-        """Other files the run will write beside the results file ``output`` (rank 0).
+    def outputs(self, results: Path) -> Sequence[Output]:
+        """Every other file (or folder) the run will write beside the results file ``results`` (rank 0).
 
-        Returns ``{key: (path, may_exist)}``, ``key`` the flag or config key
-        naming the file (for messages). Before the run starts, each is
-        checked as the output is (:func:`hpcbench.runtime.paths.check_output_path`),
-        may never be the results file itself, and may exist only with
-        ``--overwrite`` or when ``may_exist`` (the checkpoint a resumed run
-        continues).
+        Each is an :class:`~hpcbench.runtime.outputs.Output` (its flag or
+        config key, its path; ``may_exist`` for the checkpoint a resumed run
+        continues). Before the run starts the lifecycle checks them together
+        with the results file and the run's inputs
+        (:func:`hpcbench.runtime.outputs.check_outputs`) and locks them all
+        for the run; the run then writes each at :meth:`output_path` (its
+        key), through a temporary file renamed over it
+        (:func:`hpcbench.runtime.outputs.replace_atomically`). A file not
+        declared here has no path to be written at.
         """
+        return ()
+
+    def output_path(self, key: str) -> Path:
+        """The checked, locked path of output ``key`` (declared by :meth:`outputs`; rank 0, once the run started).
+
+        Raises
+        ------
+        KeyError
+            ``key`` was not declared (or the run has not started, or this is not rank 0).
+        """
+        claimed = getattr(self, "_claimed", None)
+        if claimed is None or key not in claimed.locks:
+            raise KeyError(f"output {key!r} was not declared by {type(self).__name__}.outputs(); every file a run "
+                           f"writes is declared there and checked before the run")
+        return claimed.path(key)
+
+    def inputs(self) -> Mapping[str, str]:
+        """Input files by key that no output may name; the lifecycle adds every flag and config value naming a file."""
         return {}
 
     def memory_need(self):
@@ -358,58 +384,137 @@ def format_output_path(template: str, fields: Mapping[str, Any], key: str = "out
                          f"it may use {known}") from None
     if not text.strip():
         raise InputError(f"{key}: empty file name")
+    from hpcbench.runtime.outputs import refuse_folder_name
+
+    refuse_folder_name(text, key)
     return Path(text)
 
 
-def _check_side_outputs(job: Job, output: Path, overwrite: bool) -> None:
-    """Refuse before the run any side file (:meth:`Job.side_outputs`) that is the output, exists or cannot be written."""
-    from hpcbench.runtime.paths import check_output_path, same_file
+def _input_files(job: Job, args: argparse.Namespace | None) -> dict[str, str]:
+    """The run's input files by key: :meth:`Job.inputs` and every flag or config value that names an existing file."""
+    found: dict[str, str] = dict(job.inputs())
 
-    for key, (side, may_exist) in job.side_outputs(output).items():
-        if same_file(side, output):
-            raise InputError(f"{key}: {str(side)!r} is the results file itself (--output {str(output)!r}); "
-                             f"the two must differ")
-        check_output_path(side, key, replace=overwrite or may_exist)
+    def visit(key: str, value) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                visit(f"{key}.{k}" if key else str(k), v)
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                visit(f"{key}[{i}]", v)
+        elif isinstance(value, (str, os.PathLike)) and 0 < len(os.fspath(value)) < 4096:
+            try:
+                if Path(value).is_file():
+                    found.setdefault(key, os.fspath(value))
+            except (OSError, ValueError):
+                pass
+
+    if args is not None:
+        visit("", {k.removeprefix("key:"): v for k, v in vars(args).items() if k not in _OWN_DESTS})
+    try:
+        visit("", job.config_record())
+    except Exception:  # noqa: BLE001 - a config without a record has no more inputs
+        pass
+    return found
 
 
-def _open_results(job: Job, overwrite: bool, start: str, attrs: dict):
-    from hpcbench.results import ResultsFile
-    from hpcbench.runtime.paths import check_output_path
+def _declared_outputs(job: Job, results: Output, tensorboard: str | None) -> list[Output]:
+    """The results file, the job's own outputs and the lifecycle's (``--tensorboard``'s run folder)."""
+    outputs = [results, *job.outputs(results.p)]
+    if tensorboard:
+        from hpcbench.results.tensorboard import run_logdir
 
+        outputs.append(Output("--tensorboard", run_logdir(tensorboard, results.p), folder=True))
+    return outputs
+
+
+def _inputs_besides(outputs: list[Output], inputs: dict[str, str]) -> dict[str, str]:
+    """Inputs but the values of the outputs' own keys (``output: o.h5`` names the output) and what a run continues."""
+    from hpcbench.runtime.paths import same_file
+
+    keys = {o.key.lstrip("-") for o in outputs}
+    return {k: v for k, v in inputs.items()
+            if k.rsplit(".", 1)[-1] not in keys and not any(o.may_exist and same_file(o.p, v) for o in outputs)}
+
+
+def _planned_outputs(job: Job, start: str, tensorboard: str | None) -> list[Output]:
+    """Every output of the run, the results file first (``[]`` for a job without one)."""
     existing = job.append_output()
     if existing is not None:
-        _check_side_outputs(job, Path(existing), overwrite)
-        try:
-            return ResultsFile.reopen(existing, job.kind, job.config_record(),
-                                      {"resumed_at": start, "fault_injection": attrs.get("fault_injection", "")})
-        except (OSError, ValueError) as exc:
-            raise InputError(f"output: cannot append to {str(existing)!r}: {exc}") from None
-    spec = job.output()
-    if spec is None:
-        return None
-    template, fields = spec
-    stamp = start.replace(":", "").replace("-", "").replace("+0000", "Z")
-    path = check_output_path(format_output_path(template, {**fields, "start": stamp}), "output", overwrite)
-    _check_side_outputs(job, path, overwrite)
-    attrs = {**attrs, "run_id": uuid.uuid4().hex}
+        results = Output("output", existing, may_exist=True)
+    else:
+        spec = job.output()
+        if spec is None:
+            return []
+        template, fields = spec
+        stamp = start.replace(":", "").replace("-", "").replace("+0000", "Z")
+        results = Output("output", format_output_path(template, {**fields, "start": stamp}))
+    return _declared_outputs(job, results, tensorboard)
+
+
+def _check_outputs_early(job: Job, args) -> str | None:
+    """The output rules checked once the config is known, before :meth:`Job.prepare` (rank 0): a refusal costs
+    no data loading. They are checked again, and the outputs locked, when the run opens them."""
+    from hpcbench.runtime import provenance
+    from hpcbench.runtime.outputs import check_outputs, refuse_in_use
+
     try:
-        return ResultsFile(path, job.kind, job.config_record(), attrs, overwrite=overwrite)
-    except FileExistsError:
-        raise InputError(f"output: {str(path)!r} exists; pass --overwrite to replace it") from None
-    except OSError as exc:
-        raise InputError(f"output: cannot create {str(path)!r}: {exc.strerror or exc}") from None
+        outputs = _planned_outputs(job, provenance.utc_now(), args.tensorboard)
+        check_outputs(outputs, args.overwrite, _inputs_besides(outputs, _input_files(job, args)))
+        refuse_in_use(outputs)
+    except InputError as exc:
+        return str(exc)
+    return None
 
 
-def _check_tensorboard(logdir: str, rank: int) -> None:
-    """``--tensorboard DIR``: the package is installed and (rank 0) DIR can be created."""
+def _open_results(job: Job, overwrite: bool, start: str, attrs: dict, args=None, tensorboard: str | None = None):
+    """Check, lock and open every output of the run (rank 0): nothing is created before all pass."""
+    from hpcbench.results import ResultsFile
+    from hpcbench.runtime.outputs import check_outputs, claim_outputs
+
+    run_id = uuid.uuid4().hex
+    outputs = _planned_outputs(job, start, tensorboard)
+    if not outputs:
+        return None
+    results = outputs[0]
+    existing = job.append_output()
+    check_outputs(outputs, overwrite, _inputs_besides(outputs, _input_files(job, args)))
+    claimed = claim_outputs(outputs, run_id)
+    try:
+        if existing is not None:
+            try:
+                opened = ResultsFile.reopen(existing, job.kind, job.config_record(),
+                                            {"resumed_at": start, "fault_injection": attrs.get("fault_injection", "")},
+                                            lock=claimed["output"])
+            except (OSError, ValueError) as exc:
+                raise InputError(f"output: cannot append to {str(existing)!r}: {exc}") from None
+        else:
+            path = results.p
+            try:
+                opened = ResultsFile(path, job.kind, job.config_record(), {**attrs, "run_id": run_id},
+                                     overwrite=overwrite, lock=claimed["output"])
+            except FileExistsError:
+                raise InputError(f"output: {str(path)!r} exists; pass --overwrite to replace it") from None
+            except OSError as exc:
+                raise InputError(f"output: cannot create {str(path)!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        claimed.undo()
+        raise
+    job._claimed = claimed
+    return opened
+
+
+def _release_outputs(job: Job) -> None:
+    """Release the locks of every output of the run (removing the lock files)."""
+    claimed = getattr(job, "_claimed", None)
+    if claimed is not None:
+        claimed.release()
+
+
+def _check_tensorboard() -> None:
+    """``--tensorboard DIR``: the package is installed (its folder is checked with the other outputs)."""
     from hpcbench.results.tensorboard import require_tensorboard
 
     require_tensorboard()
-    if rank == 0:
-        try:
-            Path(logdir).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InputError(f"--tensorboard: cannot create {logdir!r}: {exc.strerror or exc}") from None
 
 
 def _oversubscribed(job: Job, machines: list[str], cores: list[int], compute_mode) -> str:
@@ -431,6 +536,9 @@ def _on_sigterm(signum, frame):
     raise Terminated(f"signal {signum} (SIGTERM)")
 
 
+#: errors of the storage a run writes to (a full disk or quota, a failing device, a read-only remount): one line
+_STORAGE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+
 #: the failure channel of the running job (set once the results file is open; see :func:`run`)
 _CHANNEL = None
 
@@ -446,6 +554,8 @@ def _fail(job: Job, exc: BaseException, results) -> int:
     rank = job.comm.rank
     where = f"rank {rank}: " if job.comm.size > 1 else ""
     if isinstance(exc, InputError):
+        text = f"{job.prog}: {where}error: {exc}\n"
+    elif isinstance(exc, OSError) and exc.errno in _STORAGE_ERRORS:  # the disk, not the code: no traceback
         text = f"{job.prog}: {where}error: {exc}\n"
     elif isinstance(exc, (Terminated, KeyboardInterrupt)):
         text = f"{job.prog}: {where}stopped: {type(exc).__name__} {exc}\n"
@@ -463,6 +573,13 @@ def _fail(job: Job, exc: BaseException, results) -> int:
             results.close("failed", error=error)
         except Exception:  # noqa: BLE001 - the abort matters more than the status attribute
             pass
+    try:
+        from hpcbench.runtime.outputs import discard_pending
+
+        discard_pending()
+        _release_outputs(job)
+    except Exception:  # noqa: BLE001
+        pass
     notified = False
     if _CHANNEL is not None and rank != 0:
         try:
@@ -522,7 +639,7 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
             args = parser.parse_args(argv)
         _FAULT = _Fault(args.fault_inject, comm.size) if args.fault_inject else None
         if args.tensorboard:
-            _check_tensorboard(args.tensorboard, comm.rank)
+            _check_tensorboard()
         settings.apply(args)
         job.configure(args)
         if _FAULT is not None:
@@ -539,9 +656,10 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
 
         try:
             need = job.memory_need()  # from the config: the same kind of answer on every rank
+            early = _check_outputs_early(job, args) if comm.rank == 0 else None
         except Exception as exc:  # noqa: BLE001 - a bug in the estimate: end every rank, never hang
             return _fail(job, exc, None)
-        error = agree(comm, node_memory_error(comm, need))
+        error = agree(comm, node_memory_error(comm, need) or early)
     if error is None:
         try:
             job.prepare()
@@ -570,15 +688,21 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
             attrs["fault_injection"] = args.fault_inject or ""
             attrs.update(job.provenance())
             attrs["oversubscribed"] = _oversubscribed(job, machines, cores, attrs.get("compute_mode"))
-            results = _open_results(job, args.overwrite, start, attrs)
+            results = _open_results(job, args.overwrite, start, attrs, args, args.tensorboard)
             if results is not None and args.tensorboard:
                 from hpcbench.results.tensorboard import attach
 
-                attach(results, args.tensorboard, job.kind, results.get_attr("config_yaml", ""))
+                attach(results, job.output_path("--tensorboard"), job.kind, results.get_attr("config_yaml", ""))
         except InputError as exc:
             error = str(exc)
         except Exception as exc:  # noqa: BLE001 - the other ranks wait in agree: abort them
-            return _fail(job, exc, None)
+            return _fail(job, exc, results)
+        if error is not None and results is not None:  # refused after opening
+            try:
+                results.close("failed", error=error)
+            except Exception:  # noqa: BLE001
+                pass
+            _release_outputs(job)
     error = agree(comm, error)
     if error:
         if comm.rank == 0:
@@ -592,13 +716,14 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _is_main_thread() else None
     try:
         status = job.run(results)
+        if results is not None:
+            results.close("completed")  # raises when a full disk kept the file from completing
     except BaseException as exc:  # noqa: BLE001 - every failure ends every rank
         return _fail(job, exc, results)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    if results is not None:
-        results.close("completed")
+    _release_outputs(job)
     _stop_listening()
     return EXIT_OK if status is None else int(status)
 
@@ -614,8 +739,11 @@ def _listen_for_failures(comm, results):
         return None
 
     def mark(rank: int, status: int, message: str) -> None:
+        from hpcbench.runtime.outputs import discard_pending
+
         if results is not None:
             results.mark_failed(f"rank {rank}: {message}")
+        discard_pending()  # the abort that follows would leave a half-written checkpoint's temporary file
 
     channel = FailureChannel(comm, mark, stop_all=_under_slurm_step())
     before_finalize(_stop_listening)

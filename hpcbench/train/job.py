@@ -384,7 +384,14 @@ class TrainJob(Job):
         """Gather every rank's trace events to rank 0 and write them (collective)."""
         from hpcbench.results.chrome_trace import write_run_trace
 
-        write_run_trace(self.comm, recorder, results, self.cfg.chrome_trace, "train", self.prog)
+        path = self.output_path("chrome_trace") if self.comm.rank == 0 else None
+        write_run_trace(self.comm, recorder, results, path, "train", self.prog)
+
+    def outputs(self, results):
+        from hpcbench.results.chrome_trace import trace_output
+
+        trace = trace_output(self.cfg.chrome_trace, results)
+        return () if trace is None else (trace,)
 
     def _loop(self, label: str, sync, schedule: str, job_hooks, telemetry=None):
         """One entry's loop: its context, its hooks (fault point, monitors, then rank 0's report and bar)."""
