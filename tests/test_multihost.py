@@ -33,10 +33,10 @@ def _hostnames(path) -> list[str]:
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_node_aware_paths_at_any_layout(layout):
-    """tests/mpi/test_multihost.py on the hosts: grouping, node-local rank, provenance, binary_tree_star and
+    """tests/mpi/test_host_groups.py on the hosts: grouping, node-local rank, provenance, binary_tree_star and
     hierarchical bits, and the bytes the hierarchical allreduce sends across hosts."""
     hosts = LAYOUTS[layout]
-    proc = run_on_hosts(hosts, ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/mpi/test_multihost.py"],
+    proc = run_on_hosts(hosts, ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/mpi/test_host_groups.py"],
                         timeout=420)
     _ok(proc)
     assert proc.stdout.count(" passed") == sum(hosts)
