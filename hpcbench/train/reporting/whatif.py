@@ -1,10 +1,10 @@
-"""``python -m hpcbench.train.whatif RESULT.h5 --workers 64``: every synchroniser's alpha-beta efficiency.
+"""``python -m hpcbench.train.reporting.whatif RESULT.h5 --workers 64``: every synchroniser's alpha-beta efficiency.
 
 Reads a training result file's compute timeline (root attributes
 ``forward_s``, ``backward_s``, ``optimizer_s``) and gradient buckets (table
 ``buckets``), and prints, for each synchroniser with a cost model, the
 predicted step time and efficiency at the given worker counts over a link of
-``--latency-s`` and ``--bandwidth`` (:func:`hpcbench.train.predict.predict_step`).
+``--latency-s`` and ``--bandwidth`` (:func:`hpcbench.train.synchronisation.predict.predict_step`).
 No MPI job: it only evaluates formulas, e.g. for a worker count whose
 emulation does not fit the machine's memory.
 """
@@ -25,10 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     from hpcbench.collectives.linkmodel import parse_rate
     from hpcbench.results import read_attrs, read_table
     from hpcbench.sync import SYNCHRONISERS
-    from hpcbench.train.predict import link_cost, predict_step
-    from hpcbench.train.profile import ComputeProfile
+    from hpcbench.train.synchronisation.predict import link_cost, predict_step
+    from hpcbench.train.steps.profile import ComputeProfile
 
-    ap = argparse.ArgumentParser(prog="hpcbench.train.whatif", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="hpcbench.train.reporting.whatif", description=__doc__.split("\n\n")[0])
     ap.add_argument("file", help="hpcbench train result file (.h5)")
     ap.add_argument("--workers", type=int, nargs="+", default=[64])
     ap.add_argument("--bandwidth", default="10Gbit")
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.schedule == "priority" and "need_s" not in b:
             raise KeyError("buckets.need_s (written since the priority schedule); --schedule priority needs it")
     except (OSError, KeyError, ValueError) as exc:
-        print(f"hpcbench.train.whatif: error: {args.file}: {exc}", file=sys.stderr)
+        print(f"hpcbench.train.reporting.whatif: error: {args.file}: {exc}", file=sys.stderr)
         return 2
     prof = ComputeProfile(float(attrs["forward_s"]), float(attrs["backward_s"]), float(attrs["optimizer_s"]),
                           np.zeros(0), ())

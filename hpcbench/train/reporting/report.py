@@ -8,9 +8,9 @@ from collections import defaultdict
 import numpy as np
 
 from hpcbench.runtime.texttable import render
-from hpcbench.train.hooks import Hook
-from hpcbench.train.predict import link_cost, predict_step
-from hpcbench.train.tables import STEP_FIELDS
+from hpcbench.train.steps.hooks import Hook
+from hpcbench.train.synchronisation.predict import link_cost, predict_step
+from hpcbench.train.reporting.tables import STEP_FIELDS
 
 __all__ = ["Report", "step_row"]
 
@@ -54,16 +54,16 @@ class Report(Hook):
 
     Parameters
     ----------
-    setup : hpcbench.train.context.TrainSetup
+    setup : hpcbench.train.steps.context.TrainSetup
         The job's prepared setup (profile, buckets, link, settings).
     tables : dict
-        From :func:`hpcbench.train.tables.make_tables`.
+        From :func:`hpcbench.train.reporting.tables.make_tables`.
     monitor_columns : list of str
-    progress : hpcbench.train.hooks.Progress
+    progress : hpcbench.train.steps.hooks.Progress
         Rank 0's bar, through which lines are printed.
     tag_entries : bool
         Tag each ``Iter`` line with its entry (several entries' iterations interleave).
-    clock : hpcbench.train.stepclock.ModelledClock, optional
+    clock : hpcbench.train.steps.stepclock.ModelledClock, optional
         ``step_clock: {kind: modelled}``: fills each step's ``modelled_step_s`` (else NaN).
     """
 

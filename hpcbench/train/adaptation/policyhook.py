@@ -22,7 +22,7 @@ every rank's row. Then per policy:
 
 Agreed decisions are scheduled before their ``at_step`` (default: the next
 step); :meth:`PolicyHook.due` hands the loop those due before a step, and the
-loop applies them (:mod:`hpcbench.train.decisions`). Decisions of
+loop applies them (:mod:`hpcbench.train.adaptation.decisions`). Decisions of
 ``before_train`` are agreed before step 0 and take effect from it. An
 exception in a policy is re-raised as a :class:`PolicyError` naming the
 policy and the hook; the job lifecycle then ends every rank.
@@ -41,7 +41,7 @@ import numpy as np
 from hpcbench.policies.base import PolicyContext, PolicyError
 from hpcbench.policies.decision import Decision, Vote
 from hpcbench.runtime.wait import sleep_allgather, sleep_bcast
-from hpcbench.train.hooks import Hook
+from hpcbench.train.steps.hooks import Hook
 
 __all__ = ["PolicyHook", "policy_context"]
 

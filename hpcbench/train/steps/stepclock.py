@@ -20,14 +20,14 @@ would take on ``p`` workers with a core each (``steps.modelled_step_s``):
   several runs share one measurement), interpolated linearly in ``B`` between them; beyond
   the measured range, forward and backward scale in proportion to ``B`` from
   the nearest measured batch and the optimizer is kept
-  (:meth:`hpcbench.train.profile.ComputeProfile.at_batch`).
+  (:meth:`hpcbench.train.steps.profile.ComputeProfile.at_batch`).
 - The communication: each gradient bucket's synchronisation priced by the
   synchroniser's cost model (:meth:`hpcbench.sync.base.Synchroniser.message_time`;
   for the allreduce algorithms :func:`hpcbench.collectives.cost.predict_allreduce`,
   which :func:`hpcbench.collectives.linkcost.predict_allreduce_links` equals
   on links that are all alike) over a link of ``latency_s`` and
   ``bandwidth`` on the step's worker count, serialised and overlapped with
-  backward as :func:`hpcbench.train.predict.predict_step` does (``overlap``
+  backward as :func:`hpcbench.train.synchronisation.predict.predict_step` does (``overlap``
   of the job; off: after backward, one after the other).
 - The step takes as long as its slowest worker: the largest per-worker batch
   of the step prices the compute.
@@ -55,8 +55,8 @@ import numpy as np
 from pydantic import Field, PositiveInt, field_validator
 
 from hpcbench.runtime.config import Strict
-from hpcbench.train.predict import link_cost, predict_step
-from hpcbench.train.profile import ComputeProfile
+from hpcbench.train.synchronisation.predict import link_cost, predict_step
+from hpcbench.train.steps.profile import ComputeProfile
 
 __all__ = ["StepClockConfig", "ClockProfile", "ModelledClock", "load_clock_profile"]
 
@@ -103,7 +103,7 @@ class ClockProfile:
     batches : numpy.ndarray of int64, shape (k,)
         Increasing per-worker batches.
     forward_s, backward_s, optimizer_s : numpy.ndarray of float64, shape (k,)
-    base : hpcbench.train.profile.ComputeProfile
+    base : hpcbench.train.steps.profile.ComputeProfile
         The run's profile: its gradients' ready times (a share of backward) shape each batch's timeline.
     source : str
         ``"measured"`` or ``"file"``.
@@ -139,7 +139,7 @@ class ClockProfile:
 
 def load_clock_profile(path, model: str) -> ClockProfile:
     """The ``clock_profile`` table of an earlier modelled-clock run of ``model``, with that run's profile as the
-    gradients' timeline (:func:`hpcbench.train.profile.load_profile`): runs that read one file price alike.
+    gradients' timeline (:func:`hpcbench.train.steps.profile.load_profile`): runs that read one file price alike.
 
     Raises
     ------
@@ -149,7 +149,7 @@ def load_clock_profile(path, model: str) -> ClockProfile:
         It is not a training result of ``model`` with a clock profile.
     """
     from hpcbench.results import read_attrs, read_table
-    from hpcbench.train.profile import load_profile
+    from hpcbench.train.steps.profile import load_profile
 
     attrs = read_attrs(path)
     if attrs.get("kind") != "train" or attrs.get("model") != model:
@@ -168,7 +168,7 @@ class ModelledClock:
     Parameters
     ----------
     profile : ClockProfile
-    plan : hpcbench.train.buckets.BucketPlan
+    plan : hpcbench.train.synchronisation.buckets.BucketPlan
         The gradient buckets (their bytes and parameters).
     alpha_s, beta_s_per_byte : float
         The priced link.

@@ -3,17 +3,17 @@
 A hook has KungFu's six methods (``srcs/python/kungfu/tensorflow/policy/
 base_policy.py``): ``before_train``, ``before_epoch``, ``before_step``,
 ``after_step``, ``after_epoch``, ``after_train``. The loop
-(:class:`hpcbench.train.loop.TrainLoop`) calls the before-methods in list
+(:class:`hpcbench.train.steps.loop.TrainLoop`) calls the before-methods in list
 order and the after-methods in reverse order, as KungFu's ``PolicyHook``
 does (nested like context managers: the first hook sees a step first and
-last). Every hook receives the run's :class:`~hpcbench.train.context.TrainContext`;
+last). Every hook receives the run's :class:`~hpcbench.train.steps.context.TrainContext`;
 ``after_step`` also the step's :class:`~hpcbench.policies.telemetry.Telemetry`.
 ``on_decision`` tells every hook about a decision the loop applied (a
 policy's, :mod:`hpcbench.policies`).
 
 The loop's own concerns are hooks here: the fault injection point, the
-monitors, rank 0's progress bar; the report (:mod:`hpcbench.train.report`)
-and the policies (:mod:`hpcbench.train.policyhook`) are hooks too.
+monitors, rank 0's progress bar; the report (:mod:`hpcbench.train.reporting.report`)
+and the policies (:mod:`hpcbench.train.adaptation.policyhook`) are hooks too.
 """
 
 from __future__ import annotations

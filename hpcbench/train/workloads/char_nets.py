@@ -1,10 +1,11 @@
-"""The character LSTM of the Shakespeare task (:mod:`hpcbench.train.text`), for data-parallel training."""
+"""The character LSTM of the Shakespeare task (:mod:`hpcbench.train.workloads.text`), for data-parallel training."""
 
 from __future__ import annotations
 
 import torch
 
 from hpcbench.fl.models.charlstm import CharLSTM
+from hpcbench.train.workloads.text import ShakespeareTask
 
 __all__ = ["NextCharLSTM"]
 
@@ -21,8 +22,6 @@ class NextCharLSTM(CharLSTM):
     """
 
     def __init__(self, hidden: int = 128) -> None:
-        from hpcbench.train.text import ShakespeareTask
-
         super().__init__(ShakespeareTask.classes, 8, hidden, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -7,8 +7,8 @@ step's boundaries are read after synchronising the device
 its kernels are still queued; the buckets' start and completion times inside
 backward are host times (reading them must not stall the stream).
 
-The per-step record is :class:`hpcbench.train.steprecord.StepRecord`; the
-emulated worker is :class:`hpcbench.train.emulated.EmulatedWorker`.
+The per-step record is :class:`hpcbench.train.steps.steprecord.StepRecord`; the
+emulated worker is :class:`hpcbench.train.steps.emulated.EmulatedWorker`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import math
 
 import torch
 
-from hpcbench.train.buckets import BucketPlan, GradientBuckets
-from hpcbench.train.profile import parameter_owners
-from hpcbench.train.steprecord import StepRecord
+from hpcbench.train.synchronisation.buckets import BucketPlan, GradientBuckets
+from hpcbench.train.steps.profile import parameter_owners
+from hpcbench.train.steps.steprecord import StepRecord
 
 __all__ = ["StepRecord", "Worker"]
 
@@ -32,9 +32,9 @@ class Worker:
     model : torch.nn.Module
         The replica.
     sync : hpcbench.sync.Synchroniser
-    profile : hpcbench.train.profile.ComputeProfile
+    profile : hpcbench.train.steps.profile.ComputeProfile
         Parameter sizes (the bucket plan).
-    state : hpcbench.train.context.BatchState
+    state : hpcbench.train.steps.context.BatchState
         The run's batch sizes and learning rate (read at each step; the
         starting learning rate is ``state.lr``, later ones arrive through
         :meth:`set_learning_rate`).
@@ -44,7 +44,7 @@ class Worker:
     dilation : hpcbench.runtime.dilation.TimeDilation
     order : sequence of int, optional
         ``schedule: priority`` (gradient synchronisers): the buckets' start
-        order (:func:`hpcbench.train.priority.priority_order`). Each bucket's
+        order (:func:`hpcbench.train.synchronisation.priority.priority_order`). Each bucket's
         parameters are then updated by their own SGD step in a forward
         pre-hook of the next forward, once the bucket is reduced; None: FIFO.
     device : hpcbench.runtime.device.Device, optional
@@ -89,7 +89,7 @@ class Worker:
         self.pipeline = None
         sparse = sync.sparse_optimizer(lr) if sync.averages == "gradients" else None
         if sync.averages == "gradients" and self.order is None and (sync.staleness or sparse is not None):
-            from hpcbench.train.pipelined import PipelinedStep
+            from hpcbench.train.steps.pipelined import PipelinedStep
 
             self.pipeline = PipelinedStep(self, device.torch, sparse)
             self.buckets = self.pipeline.current

@@ -17,7 +17,7 @@ import gzip
 
 import numpy as np
 
-from hpcbench.train.data import DigitsTask
+from hpcbench.train.workloads.split import SplitTask
 
 __all__ = ["ShakespeareTask", "SEQ_LEN", "TRAIN_FRACTION", "TEST_WINDOWS", "vocabulary", "read_text"]
 
@@ -42,9 +42,9 @@ def vocabulary() -> list[str]:
     return sorted(set(read_text()))
 
 
-class ShakespeareTask(DigitsTask):
-    """Next-character windows of the Shakespeare text, served as :class:`~hpcbench.train.data.DigitsTask` serves
-    the digits (one seeded permutation of the training windows per epoch, every worker its slice of the step).
+class ShakespeareTask(SplitTask):
+    """Next-character windows of the Shakespeare text, served as :class:`~hpcbench.train.workloads.split.SplitTask`
+    serves a split (one seeded permutation of the training windows per epoch, every worker its slice of the step).
 
     Inputs int64 ``(B, SEQ_LEN)`` character indices, targets int64 ``(B, SEQ_LEN)`` (the next character at every
     position); accuracy is the share of held-out characters whose next character the model predicts (top-1,

@@ -34,9 +34,9 @@ def bucket_need_times(plan, param_need_s) -> np.ndarray:
 
     Parameters
     ----------
-    plan : hpcbench.train.buckets.BucketPlan
+    plan : hpcbench.train.synchronisation.buckets.BucketPlan
     param_need_s : array_like, shape (n_params,)
-        From :meth:`hpcbench.train.profile.ComputeProfile.need_times`.
+        From :meth:`hpcbench.train.steps.profile.ComputeProfile.need_times`.
 
     Returns
     -------
@@ -142,7 +142,7 @@ def predict_priority_step(profile, bucket_numel, ready_s, need_s, cost_s) -> tup
 
     Parameters
     ----------
-    profile : hpcbench.train.profile.ComputeProfile
+    profile : hpcbench.train.steps.profile.ComputeProfile
     bucket_numel, ready_s, need_s, cost_s : array_like, shape (n_buckets,)
         Elements, ready time from the start of backward, first need from the
         start of forward, and predicted allreduce seconds of each bucket.

@@ -99,8 +99,8 @@ class TrainSetup:
         The synchronisers' communicator (a duplicate of ``comm``).
     transport : hpcbench.collectives.transport.Transport
     settings : RunSettings
-    profile : hpcbench.train.profile.ComputeProfile
-    plan : hpcbench.train.buckets.BucketPlan
+    profile : hpcbench.train.steps.profile.ComputeProfile
+    plan : hpcbench.train.synchronisation.buckets.BucketPlan
     bucket_need_s : ndarray of shape (n_buckets,)
     data : SyntheticImages or DigitsTask or None
         None on an emulated rank that never needs real inputs.
@@ -136,12 +136,12 @@ class TrainSetup:
     def bucket_order(self, sync, schedule: str):
         """Under ``schedule`` ``"priority"``, synchroniser ``sync``'s bucket start order (the same on every rank,
         from the broadcast profile and the synchroniser's cost model over the link,
-        :func:`hpcbench.train.priority.priority_order`); None under FIFO or for a synchroniser that does not
+        :func:`hpcbench.train.synchronisation.priority.priority_order`); None under FIFO or for a synchroniser that does not
         average gradients."""
         if schedule != "priority" or sync.averages != "gradients":
             return None
         from hpcbench.collectives.cost import link_beta
-        from hpcbench.train.priority import priority_order
+        from hpcbench.train.synchronisation.priority import priority_order
 
         alpha, beta = self.link.alpha_s, self.link.beta_s_per_byte
         if not (math.isfinite(alpha) and math.isfinite(beta)):
@@ -226,7 +226,7 @@ class TrainContext:
         Monitors observing the current step (chosen by the monitor hook).
     plan : object or None
         The run's plan (``variants``, ``total_steps`` where it knows them).
-    elastic : hpcbench.train.elastic.ElasticRun or None
+    elastic : hpcbench.train.adaptation.elastic.ElasticRun or None
         The run's elastic worker set (None: every rank works throughout).
     epochs_started : int
         The last epoch whose ``before_epoch`` hooks ran (-1: none yet).
@@ -270,7 +270,7 @@ class TrainContext:
 
     def evaluate(self) -> float:
         """Held-out accuracy of this rank's replica (NaN without a real model or labels), as the next forward
-        will use it (:meth:`hpcbench.train.worker.Worker.settle`: a staleness-1 step stays in flight)."""
+        will use it (:meth:`hpcbench.train.steps.worker.Worker.settle`: a staleness-1 step stays in flight)."""
         worker = self.worker
         if worker is None or worker.model is None:
             return float("nan")

@@ -10,18 +10,18 @@ real bytes take), and nothing here imports torch, so a rank costs its
 buffers plus the interpreter, numpy and mpi4py: about 136 MB for ResNet-50's
 102 MB of gradients, against about 300 MB with torch's own private memory.
 
-Under ``schedule: priority`` (:mod:`hpcbench.train.priority`) the forward
+Under ``schedule: priority`` (:mod:`hpcbench.train.synchronisation.priority`) the forward
 is replayed in pieces: before the piece that first uses a bucket's
 parameters it waits for that bucket of the previous step and sleeps its share
 of the optimizer time; backward releases the buckets to an ordered allreduce
 and the step ends with backward, without waiting.
 
 A batch size other than the profiled one (set by a policy at run time)
-replays the profile at that batch (:meth:`hpcbench.train.profile.ComputeProfile.at_batch`:
+replays the profile at that batch (:meth:`hpcbench.train.steps.profile.ComputeProfile.at_batch`:
 forward and backward in proportion to the batch, the optimizer unchanged).
 
 Times are read on the run's clock (modelled seconds); the fields are those of
-:class:`hpcbench.train.steprecord.StepRecord`.
+:class:`hpcbench.train.steps.steprecord.StepRecord`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from hpcbench.train.buckets import BucketPlan, GradientBuckets
-from hpcbench.train.steprecord import StepRecord
+from hpcbench.train.synchronisation.buckets import BucketPlan, GradientBuckets
+from hpcbench.train.steps.steprecord import StepRecord
 
 __all__ = ["EmulatedWorker"]
 
@@ -47,9 +47,9 @@ class EmulatedWorker:
     ----------
     sync : hpcbench.sync.Synchroniser
         Averaging ``"gradients"`` or ``"models"`` (wrapped ones need the real model).
-    profile : hpcbench.train.profile.ComputeProfile
+    profile : hpcbench.train.steps.profile.ComputeProfile
         Parameter sizes and the timeline a step replays (modelled seconds).
-    state : hpcbench.train.context.BatchState
+    state : hpcbench.train.steps.context.BatchState
         The run's batch sizes (this worker's is read at each step).
     profile_batch : int
         The batch size ``profile`` was measured (or given) at.
@@ -59,7 +59,7 @@ class EmulatedWorker:
     dilation : hpcbench.runtime.dilation.TimeDilation
     order : sequence of int, optional
         ``schedule: priority``: the buckets' start order
-        (:func:`hpcbench.train.priority.priority_order`); None: FIFO.
+        (:func:`hpcbench.train.synchronisation.priority.priority_order`); None: FIFO.
     """
 
     model = None
@@ -87,7 +87,7 @@ class EmulatedWorker:
         self._batch = batch
         self.profile = self.base_profile.at_batch(batch / self.profile_batch)
         if self.order is not None:
-            from hpcbench.train.priority import bucket_need_times
+            from hpcbench.train.synchronisation.priority import bucket_need_times
 
             self.need = bucket_need_times(self.plan, self.profile.need_times())
 

@@ -34,7 +34,7 @@ Per step, on this rank:
     when the step started (the run's clock), its forward and backward
     compute, the optimizer's, and the time the forward spent waiting for
     parameters (``schedule: priority``); kept on the rank for its telemetry
-    (:mod:`hpcbench.train.telemetryhook`), not gathered.
+    (:mod:`hpcbench.train.reporting.telemetryhook`), not gathered.
 
 Wrapped synchronisers (``ddp``, ``horovod``) reduce inside backward or the
 optimizer step, out of the runner's sight: only ``step_s`` is measured and

@@ -6,7 +6,7 @@ samples trained, the batch size a policy set) to decide what comes next or
 to stop. :class:`MeasuredPlan` is KungFu's benchmark recipe
 (``benchmarks/system/benchmark_kungfu.py``): warm-up steps, then measured
 iterations of ``batches_per_iter`` steps, taking the monitor variants of
-:class:`hpcbench.train.hooks.MonitorHook` in turn. The turns follow the
+:class:`hpcbench.train.steps.hooks.MonitorHook` in turn. The turns follow the
 rounds of a Williams design (:func:`hpcbench.runtime.interleave.balanced_orders`),
 as ``interleave_sync`` does for synchronisers: under plain round robin
 (none, gns, variance, none, ...) ``gns`` would always follow ``none`` and
@@ -17,7 +17,7 @@ into a measured iteration of its own variant.
 from __future__ import annotations
 
 from hpcbench.runtime.interleave import balanced_orders
-from hpcbench.train.context import StepInfo
+from hpcbench.train.steps.context import StepInfo
 
 __all__ = ["MeasuredPlan"]
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import torch
 
-from hpcbench.train.buckets import GradientBuckets
-from hpcbench.train.steprecord import StepRecord
+from hpcbench.train.synchronisation.buckets import GradientBuckets
+from hpcbench.train.steps.steprecord import StepRecord
 
 __all__ = ["PipelinedStep", "flatten_parameters"]
 
@@ -42,7 +42,7 @@ def flatten_parameters(params, plan) -> list[torch.Tensor]:
     ----------
     params : sequence of torch.nn.Parameter
         In the plan's order (registration order), float32, on the CPU.
-    plan : hpcbench.train.buckets.BucketPlan
+    plan : hpcbench.train.synchronisation.buckets.BucketPlan
 
     Raises
     ------
@@ -66,7 +66,7 @@ class PipelinedStep:
 
     Parameters
     ----------
-    worker : hpcbench.train.worker.Worker
+    worker : hpcbench.train.steps.worker.Worker
         The replica (its ``params``, ``optimizer``, ``plan``, ``sync``, ``clock``, ``overlap``).
     device : str
         torch device of the buckets (``"cpu"``).

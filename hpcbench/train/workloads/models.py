@@ -4,8 +4,8 @@ Image classifiers from torchvision, built with ``weights=None`` (random
 initialisation, nothing downloaded), for KungFu's synthetic-ImageNet
 benchmark (1000 classes, inputs ``[bs, 3, H, W]``), two small models of
 the bundled digits (real data, for accuracy): an MLP and a CNN
-(:mod:`hpcbench.train.digits_nets`), and the federated runner's character
-LSTM on the bundled Shakespeare text (:mod:`hpcbench.train.char_nets`). Importing this registry does not import
+(:mod:`hpcbench.train.workloads.digits_nets`), and the federated runner's character
+LSTM on the bundled Shakespeare text (:mod:`hpcbench.train.workloads.char_nets`). Importing this registry does not import
 torch (an emulated rank never needs it); building a model does.
 """
 
@@ -24,21 +24,21 @@ __all__ = ["ModelSpec", "MODELS", "build_model"]
 
 def _digits(name: str) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        from hpcbench.train import digits_nets
+        from hpcbench.train.workloads import digits_nets
 
         return getattr(digits_nets, name)()
     return build
 
 
 def _char_lstm() -> nn.Module:
-    from hpcbench.train.char_nets import NextCharLSTM
+    from hpcbench.train.workloads.char_nets import NextCharLSTM
 
     return NextCharLSTM()
 
 
 def _torchvision(name: str) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        from hpcbench.train.tvimport import import_torchvision
+        from hpcbench.train.workloads.tvimport import import_torchvision
 
         return getattr(import_torchvision().models, name)(weights=None)
     return build
@@ -54,7 +54,7 @@ class ModelSpec:
         ``build() -> nn.Module`` (random initialisation from torch's current seed).
     task : {"synthetic", "digits", "shakespeare"}
         Its data: KungFu's random images with 1000 classes, the digits, or
-        next-character windows of the Shakespeare text (:mod:`hpcbench.train.text`).
+        next-character windows of the Shakespeare text (:mod:`hpcbench.train.workloads.text`).
     train_samples : int or None
         Samples of its training set (one epoch), or None (random images: no
         training set, no epochs unless the job gives ``epoch_size``).

@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from hpcbench.train.hooks import Hook
+from hpcbench.train.steps.hooks import Hook
 
 __all__ = ["TelemetryHook", "telemetry_columns"]
 
@@ -100,8 +100,8 @@ class TelemetryHook(Hook):
 
         Parameters
         ----------
-        ctx : hpcbench.train.context.TrainContext
-        rec : hpcbench.train.steprecord.StepRecord
+        ctx : hpcbench.train.steps.context.TrainContext
+        rec : hpcbench.train.steps.steprecord.StepRecord
             The step's record (its ``start_s``, ``forward_s``, ... on the run's clock).
         """
         t0 = time.perf_counter()

@@ -124,7 +124,7 @@ class GradientBuckets:
         ``schedule: priority``: the step's buckets are reduced one at a time in
         this order (:meth:`hpcbench.sync.Synchroniser.start_ordered`), each
         once complete; the caller waits for single buckets with
-        :meth:`wait_bucket` (:mod:`hpcbench.train.priority`). None: FIFO, as
+        :meth:`wait_bucket` (:mod:`hpcbench.train.synchronisation.priority`). None: FIFO, as
         DDP.
     device : str, optional
         torch device of the buckets (``"cpu"``, ``"cuda:0"``; real models). On a

@@ -1,9 +1,9 @@
 """The training run's elastic worker set: resizes between steps that keep model, optimizer state and data position.
 
-:class:`ElasticRun` binds a run's :class:`~hpcbench.train.context.TrainContext`
+:class:`ElasticRun` binds a run's :class:`~hpcbench.train.steps.context.TrainContext`
 to a :class:`hpcbench.runtime.workerset.WorkerSet` (the active prefix of the
 ranks and its sleeping warm pool). The ``workers`` decision's applier
-(:data:`hpcbench.train.decisions.APPLIERS`) calls :meth:`ElasticRun.resize`
+(:data:`hpcbench.train.adaptation.decisions.APPLIERS`) calls :meth:`ElasticRun.resize`
 on every active rank, before the step the decision is due:
 
 1. what the last step left in flight completes (``worker.flush``);
@@ -22,7 +22,7 @@ on every active rank, before the step the decision is due:
    batch over the new workers (the first ``global % n`` get one more),
    ``keep_local`` keeps each worker's batch (the global batch scales); the
    data stream continues at the same position, re-sliced over the new
-   workers (:meth:`hpcbench.train.data.DigitsTask.take`);
+   workers (:meth:`hpcbench.train.workloads.split.SplitTask.take`);
 5. the phases' maxima over the new workers are agreed (one small allreduce)
    and rank 0 writes one row of the ``resizes`` table after the first step
    on the new set, with that step's time.
@@ -50,7 +50,9 @@ import numpy as np
 
 from hpcbench.runtime.wait import sleep_wait
 from hpcbench.runtime.workerset import WorkerSet
-from hpcbench.train.hooks import Hook
+from hpcbench.train.steps.hooks import Hook
+from hpcbench.train.synchronisation.rebuild import rebuild, retire
+from hpcbench.train.synchronisation.section import SyncSection
 
 __all__ = ["ElasticRun", "split_batch", "pack_state", "unpack_state"]
 
@@ -235,22 +237,12 @@ class ElasticRun(Hook):
     def _rebind(self, ctx, rebuild_worker: bool, sync_entry=None, algorithm=None) -> None:
         """Rebind ``ctx`` to the set's communicator: a new transport and synchroniser (and replica around the
         same model); collective over the active ranks."""
-        from hpcbench.sync import build
-        from hpcbench.train.loop import build_worker
-
         setup, comm = ctx.setup, self.set.comm
-        model = None
-        if ctx.worker is not None:
-            model = ctx.worker.model
-            ctx.worker.close()
-        if ctx.sync is not None and self._owned is not None:
-            ctx.sync.close()
+        model = retire(ctx, close_sync=self._owned is not None)
         if sync_entry is None:
             sync_entry = ctx.sync.config if ctx.sync.config is not None else ctx.sync.name
             algorithm = getattr(ctx.sync, "algorithm", None) if ctx.sync.switches_algorithm else None
         elif isinstance(sync_entry, dict):      # rank 0's section, sent as a mapping
-            from hpcbench.train.config import SyncSection
-
             sync_entry = SyncSection.validate_python(sync_entry)
         self._free_owned()
         sync_comm = comm.Dup()
@@ -258,13 +250,7 @@ class ElasticRun(Hook):
         self._owned = (sync_comm, transport)
         ctx.setup = setup = replace(setup, comm=comm, sync_comm=sync_comm, transport=transport)
         ctx.state.rank = comm.rank
-        ctx.sync = build(sync_entry, sync_comm, transport, bucket_bytes=setup.settings.bucket_bytes,
-                         seed=setup.settings.seed, device=setup.device)
-        if algorithm is not None:
-            ctx.sync.use_algorithm(algorithm)
-        ctx.order = setup.bucket_order(ctx.sync, ctx.schedule)
-        if rebuild_worker:
-            ctx.worker = build_worker(ctx, model)
+        rebuild(ctx, sync_entry, model, algorithm=algorithm, worker=rebuild_worker)
 
     def _drop_comms(self, ctx) -> None:
         """This rank leaves the set: its synchroniser closes and the run's communicators are freed."""

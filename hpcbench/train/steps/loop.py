@@ -2,13 +2,13 @@
 
 Per step ``t`` of a run, on every rank:
 
-1. the plan names the step (:class:`hpcbench.train.plan.MeasuredPlan`), and
+1. the plan names the step (:class:`hpcbench.train.steps.plan.MeasuredPlan`), and
    the policies' decisions due before it are applied;
 2. ``before_epoch`` (when a new epoch starts, and before the first step)
    and ``before_step`` hooks, in list order;
 3. the replica trains the step on this worker's slice of the data
-   (:meth:`hpcbench.train.data.DigitsTask.take`, sized by the context's
-   :class:`~hpcbench.train.context.BatchState`);
+   (:meth:`hpcbench.train.workloads.split.SplitTask.take`, sized by the context's
+   :class:`~hpcbench.train.steps.context.BatchState`);
 4. the step's numbers (the machinery's own time included: the policies'
    calls and agreement of the previous step, the telemetry hook's time;
    with telemetry, this rank's
@@ -17,7 +17,7 @@ Per step ``t`` of a run, on every rank:
    :class:`~hpcbench.policies.telemetry.Telemetry`;
 5. ``after_step`` hooks in reverse order, then ``after_epoch`` hooks (reverse
    order) when the step completed an epoch;
-6. the policies' proposals are agreed (:class:`hpcbench.train.policyhook.PolicyHook`),
+6. the policies' proposals are agreed (:class:`hpcbench.train.adaptation.policyhook.PolicyHook`),
    and the decisions due before the next step are applied when it starts.
 
 After the last step the replica completes what is in flight and the
@@ -33,31 +33,10 @@ import numpy as np
 from hpcbench.policies.telemetry import Telemetry
 from hpcbench.runtime.heap import trim_heap
 from hpcbench.runtime.wait import sleep_allgather, sleep_gather
-from hpcbench.train.tables import STEP_FIELDS
+from hpcbench.train.steps import replica
+from hpcbench.train.reporting.tables import STEP_FIELDS
 
-__all__ = ["TrainLoop", "build_worker"]
-
-
-def build_worker(ctx, model=None):
-    """The run's replica with its active synchroniser: the real model (a new one from the seed, or ``model``,
-    e.g. after a switch of synchroniser), or the emulated timeline on numpy buffers (no torch in the process
-    unless rank 0 profiled the model)."""
-    setup, s = ctx.setup, ctx.setup.settings
-    if s.compute == "real":
-        from hpcbench.train.models import build_model
-        from hpcbench.train.worker import Worker
-
-        device = setup.device
-        model = model if model is not None else build_model(s.model, s.seed)
-        if device is not None:
-            model = model.to(device.torch)
-        return Worker(model, ctx.sync, setup.profile, ctx.state, s.bucket_bytes, s.overlap, setup.dilation,
-                      ctx.order, device=device, host_staging=s.host_staging, speed=setup.speed)
-    from hpcbench.train.emulated import EmulatedWorker
-
-    profile = setup.profile if setup.speed == 1.0 else setup.profile.slowed(setup.speed)
-    return EmulatedWorker(ctx.sync, profile, ctx.state, s.batch_size, s.bucket_bytes, s.overlap,
-                          setup.dilation, ctx.order)
+__all__ = ["TrainLoop"]
 
 
 class _LinkCounter:
@@ -82,17 +61,17 @@ class TrainLoop:
 
     Parameters
     ----------
-    ctx : hpcbench.train.context.TrainContext
+    ctx : hpcbench.train.steps.context.TrainContext
         The run's context (its ``worker`` is built by :meth:`run`).
-    hooks : sequence of hpcbench.train.hooks.Hook
+    hooks : sequence of hpcbench.train.steps.hooks.Hook
         In order: before-methods run first to last, after-methods last to first.
     plan : object with ``next(ctx) -> StepInfo | None``
-    policies : hpcbench.train.policyhook.PolicyHook, optional
+    policies : hpcbench.train.adaptation.policyhook.PolicyHook, optional
         The policies' hook (also in ``hooks``): at the end of each step the
         loop asks it to agree on the step's decisions; before each step it
-        applies those due (:func:`hpcbench.train.decisions.apply_decision`)
+        applies those due (:func:`hpcbench.train.adaptation.decisions.apply_decision`)
         and tells every hook (``on_decision``).
-    telemetry : hpcbench.train.telemetryhook.TelemetryHook, optional
+    telemetry : hpcbench.train.reporting.telemetryhook.TelemetryHook, optional
         (Also in ``hooks``.) After each step its ``measure`` gives this rank's
         telemetry record, gathered with the step's numbers.
     """
@@ -118,7 +97,7 @@ class TrainLoop:
             elastic.start(ctx, self.hooks)      # collective over every rank started
         try:
             if elastic is None or elastic.active:
-                ctx.worker = build_worker(ctx)
+                ctx.worker = replica.build_worker(ctx)
                 for h in self.hooks:
                     h.before_train(ctx)
                 info = self.plan.next(ctx)
@@ -171,7 +150,7 @@ class TrainLoop:
 
     def _machinery(self, ctx, rec):
         """Fill ``rec``'s machinery times (run's clock): the policies' calls and agreement of the previous
-        step (:attr:`~hpcbench.train.context.TrainContext.last_agreement`), and the telemetry hook's time
+        step (:attr:`~hpcbench.train.steps.context.TrainContext.last_agreement`), and the telemetry hook's time
         since the last step's numbers, this step's record included; returns that record's vector (None
         without telemetry)."""
         to_model = ctx.setup.dilation.to_model
@@ -193,7 +172,7 @@ class TrainLoop:
         """
         if self.policies is None:
             return info
-        from hpcbench.train.decisions import apply_decision
+        from hpcbench.train.adaptation.decisions import apply_decision
 
         due = self.policies.due(info.step)
         due.sort(key=lambda d: d[1].workers is not None)

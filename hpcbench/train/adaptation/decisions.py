@@ -2,7 +2,7 @@
 
 :data:`APPLIERS` maps each field of :class:`hpcbench.policies.decision.Decision`
 this runner can apply to a function ``apply(ctx, value)`` that changes the
-run's :class:`~hpcbench.train.context.TrainContext` (the one place every
+run's :class:`~hpcbench.train.steps.context.TrainContext` (the one place every
 reader asks). A field without an applier makes the config refuse a policy that may
 decide it; a new kind of decision is one applier and one registry line.
 
@@ -20,7 +20,7 @@ decide it; a new kind of decision is one applier and one registry line.
   parameters are broadcast to every rank, as KungFu's ``AdaptiveSGDOptimizer``
   does when it switches from SMA to S-SGD) and its learning rate;
 - ``workers``: the run's elastic worker set grows or shrinks
-  (:meth:`hpcbench.train.elastic.ElasticRun.resize`: model, optimizer state
+  (:meth:`hpcbench.train.adaptation.elastic.ElasticRun.resize`: model, optimizer state
   and data position kept, the synchroniser rebuilt on the new workers); a
   job without an ``elastic`` section refuses such a policy when the config
   is read.
@@ -32,6 +32,9 @@ from dataclasses import dataclass
 
 from hpcbench.policies.base import PolicyError
 from hpcbench.runtime.registry import Registry
+from hpcbench.sync import SYNCHRONISERS
+from hpcbench.train.synchronisation.rebuild import rebuild, retire
+from hpcbench.train.synchronisation.section import SyncSection
 
 __all__ = ["APPLIERS", "AppliedDecision", "apply_decision"]
 
@@ -112,10 +115,6 @@ def _compress_ratio(ctx, value) -> None:
 
 
 def _sync(ctx, value) -> None:
-    from hpcbench.sync import SYNCHRONISERS, build
-    from hpcbench.train.config import SyncSection
-    from hpcbench.train.loop import build_worker
-
     section = SyncSection.validate_python(value)
     old = ctx.sync
     new_cls = SYNCHRONISERS[section.name]
@@ -128,18 +127,12 @@ def _sync(ctx, value) -> None:
     schedule = section.schedule or ctx.schedule
     if schedule == "priority" and new_cls.averages == "gradients" and not new_cls.schedulable:
         raise ValueError(f"sync: {section.name!r} has no ordered start for schedule: priority")
-    setup, worker = ctx.setup, ctx.worker
-    worker.flush()
-    model = worker.model
-    if model is not None:
-        _broadcast_model(setup.comm, model)
-    worker.close()
-    old.close()
-    ctx.sync = build(section, setup.sync_comm, setup.transport, bucket_bytes=setup.settings.bucket_bytes,
-                     seed=setup.settings.seed, device=setup.device)
+    ctx.worker.flush()
+    if ctx.worker.model is not None:
+        _broadcast_model(ctx.setup.comm, ctx.worker.model)
+    model = retire(ctx)
     ctx.schedule = schedule
-    ctx.order = setup.bucket_order(ctx.sync, schedule)
-    ctx.worker = build_worker(ctx, model)
+    rebuild(ctx, section, model)
 
 
 def _workers(ctx, value) -> None:

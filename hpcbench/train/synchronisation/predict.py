@@ -15,7 +15,7 @@ optimizer runs once backward and the last bucket are done:
 start with the whole model: ``step = max(f + b, T_model) + o``.
 
 Under ``schedule: priority`` the step is that of
-:func:`hpcbench.train.priority.predict_priority_step` instead.
+:func:`hpcbench.train.synchronisation.priority.predict_priority_step` instead.
 
 Serialising whole buckets is exact for algorithms that keep every rank's
 outgoing link busy through the operation (ring, Rabenseifner). It is
@@ -58,7 +58,7 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[
 
     Parameters
     ----------
-    profile : hpcbench.train.profile.ComputeProfile
+    profile : hpcbench.train.steps.profile.ComputeProfile
     bucket_bytes, bucket_ready_s : array_like, shape (n_buckets,)
         Bucket sizes in bytes, and when each is ready from the start of backward (seconds).
     message_time : callable or None
@@ -66,7 +66,7 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[
         None gives ``(nan, nan, nan)``.
     averages : {"gradients", "models"}
     schedule : {"fifo", "priority"}
-        ``"priority"``: :func:`hpcbench.train.priority.predict_priority_step`
+        ``"priority"``: :func:`hpcbench.train.synchronisation.priority.predict_priority_step`
         (gradients only), which needs ``bucket_need_s``.
     mix_s : float
         ``"models"``: the synchroniser's mixing after the exchange, seconds
@@ -87,7 +87,7 @@ def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[
         return math.nan, math.nan, math.nan
     f, b, o = profile.forward_s, profile.backward_s, profile.optimizer_s
     if schedule == "priority" and averages == "gradients":
-        from hpcbench.train.priority import predict_priority_step
+        from hpcbench.train.synchronisation.priority import predict_priority_step
 
         cost = [message_time(int(nb)) for nb in bucket_bytes]
         return predict_priority_step(profile, np.asarray(bucket_bytes) / 4, bucket_ready_s, bucket_need_s, cost)
