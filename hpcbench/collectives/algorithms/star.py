@@ -9,7 +9,7 @@ OSDI 2020. Cost ``2 (n-1) bytes / beta`` at the root (it is the bottleneck),
 from __future__ import annotations
 
 from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms.registry import register, register_cost
 from hpcbench.collectives.algorithms._shapes import (reduce_then_bcast, star_bcast, star_bcast_cost,
                                                      star_reduce, star_reduce_cost)
 

@@ -9,7 +9,7 @@ combined in a fixed order at each node, and the root's bytes are broadcast.
 from __future__ import annotations
 
 from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms.registry import register, register_cost
 from hpcbench.collectives.algorithms._shapes import (reduce_then_bcast, tree_bcast, tree_bcast_cost,
                                                      tree_reduce, tree_reduce_cost)
 

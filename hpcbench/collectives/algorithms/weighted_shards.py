@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 from hpcbench.collectives._core import partition, scratch_view, start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost, register_schedule
+from hpcbench.collectives.algorithms.registry import register, register_cost, register_schedule
 from hpcbench.collectives.persistent import Span, Step
 
 __all__ = ["weighted_shards_allreduce", "weighted_shards_schedule", "weighted_shards_cost",
