@@ -38,11 +38,14 @@ alpha-beta-gamma time over the link model of
 
 from __future__ import annotations
 
+import functools
+
 from hpcbench.collectives.algorithms.registry import (ALGORITHMS, Algorithm, register, register_cost,
+                                                      register_links_cost, register_links_options,
                                                       register_schedule)
 
-__all__ = ["Algorithm", "register", "register_schedule", "register_cost", "get", "find", "names",
-           "ALGORITHMS"]
+__all__ = ["Algorithm", "register", "register_schedule", "register_cost", "register_links_cost",
+           "register_links_options", "get", "find", "names", "check_options", "section_of", "ALGORITHMS"]
 
 
 def get(name: str) -> Algorithm:
@@ -68,6 +71,48 @@ def names() -> list[str]:
     _load()
     order = ["ring", "rabenseifner", "recursive_doubling", "tree", "star", "binary_tree_star", "weighted_shards"]
     return [n for n in order if n in ALGORITHMS] + sorted(set(ALGORITHMS) - set(order))
+
+
+def check_options(alg: Algorithm, options: dict, p: int) -> None:
+    """Refuse, before any message, options ``alg`` does not declare (its ``Config``) or whose values do not fit
+    ``p`` ranks (its ``check``).
+
+    Raises
+    ------
+    ValueError
+        Naming the option and the algorithm.
+    """
+    declared = [k for k in alg.Config.model_fields if k != "name"]
+    for key in options:
+        if key not in declared:
+            raise ValueError(f"{key}: the {alg.name} allreduce algorithm takes no option {key!r} (its options: "
+                             f"{', '.join(declared) or 'none'})")
+    if alg.check is not None:
+        alg.check(p, **options)
+
+
+@functools.lru_cache(maxsize=4)
+def _section(names_now: tuple):
+    from pydantic import TypeAdapter
+
+    from hpcbench.runtime.config import strategy_section
+
+    return TypeAdapter(strategy_section(ALGORITHMS, "algorithm")[0])
+
+
+def section_of(value):
+    """An algorithm's section ``{name: NAME, ...its options}`` (or its name) validated by the algorithm's ``Config``.
+
+    Raises
+    ------
+    ValueError
+        ``algorithm: ...``: an unknown name (the registry's message, listing the algorithms), an option the
+        algorithm does not declare, or a bad value.
+    """
+    from hpcbench.runtime.config import validate_section
+
+    _load()
+    return validate_section(_section(tuple(ALGORITHMS)), value, "algorithm")
 
 
 _loaded = False
