@@ -22,7 +22,8 @@ RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline
 CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime", "policies",
         "optim", "controller", "telemetry", "data")
 #: the layers, top first: a module imports its own layer's modules and those of the layers below, never above
-LAYERS = (("hpcbench.cli",), ("hpcbench.reproduce", "hpcbench.results_command"),
+#: (the commands read the list of runners, ``cli.SUBCOMMANDS``)
+LAYERS = (("hpcbench.cli", "hpcbench.reproduce", "hpcbench.results_command"),
           ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline"),
           ("hpcbench",))
 #: import cycles tolerated for now, each a set of modules (empty: none is)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from hpcbench.allocation import ALLOCATORS, SCHEDULES
 from hpcbench.collectives.link_config import LinkConfig
@@ -22,6 +22,7 @@ __all__ = ["ModelConfig", "DevicesConfig", "LinkConfig", "AdaptiveConfig", "Pipe
 PIPELINE_ALLOCATORS = Registry("allocator", {**ALLOCATORS, "adaptive": ALLOCATORS[START]})
 #: one ``allocators`` entry: an allocator's section ``{name: NAME, ...its options}``, or its name
 AllocatorEntry, _ = strategy_section(PIPELINE_ALLOCATORS, "allocators")
+_ALLOCATOR_SECTION = TypeAdapter(AllocatorEntry)
 #: keys that were top-level and are an allocator's options now: old key -> (allocator, option)
 _MOVED = {"milp_time_limit_s": ("sky-milp", "time_limit_s"), "milp_solver": ("sky-milp", "solver")}
 
@@ -95,7 +96,7 @@ class PipelineConfig(Strict):
     lr: float = Field(0.01, gt=0.0)
     schedule: str = "gpipe"
     allocators: list[AllocatorEntry] = Field(
-        [PIPELINE_ALLOCATORS["even"].Config(), PIPELINE_ALLOCATORS["optimal"].Config()],
+        [_ALLOCATOR_SECTION.validate_python("even"), _ALLOCATOR_SECTION.validate_python("optimal")],
         description="allocators run side by side, each a name or its section with its options, e.g. "
                     "[even, {name: sky-milp, time_limit_s: 60, solver: highs}]")
     compute: Literal["real", "emulated"] = "real"

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from hpcbench.pipeline.declaration import PIPELINE
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point
 from hpcbench.runtime.texttable import fmt
@@ -70,7 +71,7 @@ class PipelineJob(Job):
     """Pipeline-parallel training of a BERT-style model, one stage per rank, under the shared lifecycle."""
 
     prog = "hpcbench pipeline"
-    kind = "pipeline"
+    kind = PIPELINE.kind
     description = ("Train a BERT-style encoder stack as a pipeline (one stage per MPI rank) under each\n"
                    "configured layer allocator (even, sky-dynamic, sky-milp, optimal, adaptive) side by side,\n"
                    "on heterogeneous (emulated or stretched) devices; writes HDF5.")

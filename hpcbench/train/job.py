@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
+from hpcbench.train.declaration import TRAIN
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, agree
 
@@ -15,7 +16,7 @@ class TrainJob(Job):
     """Data-parallel training (KungFu's synthetic benchmark, or the digits) under the shared lifecycle."""
 
     prog = "hpcbench train"
-    kind = "train"
+    kind = TRAIN.kind
     description = ("Data-parallel SGD on MPI ranks (one worker per rank): torchvision ResNet-18/50,\n"
                    "MobileNetV2, VGG16 on KungFu's synthetic images, or the digits; gradients synchronised\n"
                    "by each configured synchroniser in turn (hpcbench's allreduces with bucket overlap, MPI,\n"
