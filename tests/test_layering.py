@@ -20,7 +20,7 @@ PKG = ROOT / "hpcbench"
 RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline", "hpcbench.cli",
            "hpcbench.results_command")
 CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime", "policies",
-        "optim", "controller", "telemetry", "data")
+        "optim", "controller", "telemetry", "data", "datasets")
 #: the layers, top first: a module imports its own layer's modules and those of the layers below, never above
 #: (the commands read the list of runners, ``cli.SUBCOMMANDS``)
 LAYERS = (("hpcbench.cli", "hpcbench.reproduce", "hpcbench.results_command"),

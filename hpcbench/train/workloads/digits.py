@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcbench.datasets.digits import read_digits
 from hpcbench.train.workloads.split import SplitTask
 
 __all__ = ["DigitsTask"]
@@ -34,23 +35,12 @@ class DigitsTask(SplitTask):
     def load(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(x_train, y_train, x_test, y_test)``: the digits scaled to [0, 1], a stratified seeded split.
 
-        Reads scikit-learn's bundled ``datasets/data/digits.csv.gz`` (64
-        pixel values and the label per row, what ``load_digits`` reads)
-        without importing scikit-learn, whose import takes seconds; every
-        class keeps 25 % of its images (rounded) for the test set.
+        Read by :func:`hpcbench.datasets.digits.read_digits` (the FL runner's
+        reader too); every class keeps 25 % of its images (rounded) for the
+        test set.
         """
-        import gzip
-        import importlib.util
-        from pathlib import Path
-
-        spec = importlib.util.find_spec("sklearn")
-        if spec is None or not spec.submodule_search_locations:
-            raise ImportError("the digits come with scikit-learn, which is not installed")
-        path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / "digits.csv.gz"
-        with gzip.open(path, "rt") as f:
-            raw = np.loadtxt(f, delimiter=",", dtype=np.float64)
-        x = (raw[:, :64] / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
-        y = raw[:, 64].astype(np.int64)
+        x, y = read_digits()
+        x = x.reshape(-1, 1, 8, 8)
         rng = np.random.default_rng(seed)
         test = np.zeros(len(y), dtype=bool)
         for c in range(10):

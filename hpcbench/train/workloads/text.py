@@ -12,10 +12,9 @@ is 12,548 samples.
 
 from __future__ import annotations
 
-import functools
-import gzip
-
 import numpy as np
+
+from hpcbench.datasets import shakespeare
 
 from hpcbench.train.workloads.split import SplitTask
 
@@ -29,17 +28,14 @@ TRAIN_FRACTION = 0.9
 TEST_WINDOWS = 1000
 
 
-@functools.lru_cache(maxsize=1)
 def read_text() -> str:
-    """The bundled Shakespeare text (decompressed once per process)."""
-    from hpcbench.data import data_path
-
-    return gzip.decompress(data_path("shakespeare", "tinyshakespeare.txt.gz").read_bytes()).decode("utf-8")
+    """The bundled Shakespeare text (:func:`hpcbench.datasets.shakespeare.read_text`, decompressed once)."""
+    return shakespeare.read_text()
 
 
 def vocabulary() -> list[str]:
     """The text's distinct characters, sorted (index = class); 65 for the bundled text."""
-    return sorted(set(read_text()))
+    return shakespeare.vocabulary(read_text())
 
 
 class ShakespeareTask(SplitTask):
@@ -60,8 +56,7 @@ class ShakespeareTask(SplitTask):
         """``(x_train, y_train, x_test, y_test)`` windows of the text (module docstring); the test windows are a
         seeded draw of :data:`TEST_WINDOWS` non-overlapping windows of the held-out tail."""
         text = read_text()
-        lut = {c: i for i, c in enumerate(vocabulary())}
-        codes = np.fromiter((lut[c] for c in text), dtype=np.int64, count=len(text))
+        codes = shakespeare.encode(text, vocabulary())
         cut = int(len(codes) * TRAIN_FRACTION)
         x_train, y_train = _windows(codes[:cut])
         x_test, y_test = _windows(codes[cut:])
