@@ -95,7 +95,7 @@ def test_real_run_trains(tmp_path):
     (["--allocators", "[{name: sky-milp, solver: gurobi}]"], "unknown MILP solver 'gurobi'"),
     (["--allocators", "[{name: optimal, time_limit_s: 60}]"], "allocators.0.optimal.time_limit_s"),
     (["--allocators", "[evn]"], "unknown allocator 'evn'; registered: even,"),
-    (["--milp_solver", "highs"], "unknown key 'milp_solver'"),
+    (["--milp_solver", "highs"], "unrecognized arguments: --milp_solver"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, args, needle):
     out = tmp_path / "bad.h5"
