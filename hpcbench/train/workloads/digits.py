@@ -20,7 +20,7 @@ class DigitsTask(SplitTask):
     Parameters
     ----------
     seed : int
-    rank, world : int
+    rank, world_size : int
         This worker and the number of workers.
     arrays : tuple of ndarray, optional
         ``(x_train, y_train, x_test, y_test)`` when loaded already (rank 0

@@ -31,7 +31,7 @@ class SplitTask:
     Parameters
     ----------
     seed : int
-    rank, world : int
+    rank, world_size : int
         This worker and the number of workers.
     arrays : tuple of ndarray, optional
         ``(x_train, y_train, x_test, y_test)`` when loaded already (rank 0
@@ -43,10 +43,10 @@ class SplitTask:
     #: classes of the labels
     classes: int
 
-    def __init__(self, seed: int, rank: int, world: int, arrays=None, device: str = "cpu") -> None:
+    def __init__(self, seed: int, rank: int, world_size: int, arrays=None, device: str = "cpu") -> None:
         self.x_train, self.y_train, self.x_test, self.y_test = (
             torch.from_numpy(a).to(device) for a in (arrays if arrays is not None else self.load(seed)))
-        self.seed, self.rank, self.world = seed, rank, world
+        self.seed, self.rank, self.world_size = seed, rank, world_size
         self._perms: dict[int, np.ndarray] = {}
 
     @staticmethod
