@@ -1,8 +1,15 @@
-"""Readers of the data sets hpcbench bundles or finds installed, one per data set, shared by every runner.
+"""Readers of real data sets and dataset layouts, shared by the runners (core: numpy in, numpy out).
 
-- :mod:`hpcbench.datasets.digits`: scikit-learn's copy of the UCI 8x8 handwritten digits;
-- :mod:`hpcbench.datasets.shakespeare`: the bundled tiny-shakespeare text and its character codes.
+- :mod:`.digits`: scikit-learn's copy of the UCI 8x8 handwritten digits (without importing scikit-learn);
+- :mod:`.shakespeare`: the bundled tiny-shakespeare text and its character codes;
+- :mod:`.idx`: the IDX files of MNIST, Fashion-MNIST, EMNIST and KMNIST (gzip or plain);
+- :mod:`.leaf`: LEAF's JSON layout (``train/`` and ``test/`` folders of ``{"users", "num_samples",
+  "user_data"}`` files);
+- :mod:`.fedscale`: FedScale's ``client_data_mapping/{train,test}.csv`` and the image files they name;
+- :mod:`.nodeshare`: arrays read once per node and mapped by every rank of it (MPI shared memory);
+- :mod:`.callables`: ``package.module:callable`` names of user factories, and their provenance.
 
-A reader returns the whole data set as arrays or text; how a runner splits it (FL clients, data-parallel
-workers, a held-out part) stays with the runner.
+A reader returns the whole data set (arrays or text); how a runner splits it (FL clients, data-parallel
+workers, a held-out part) stays with the runner. Nothing here imports a runner, MPI (but :mod:`.nodeshare`,
+when called) or torch.
 """

@@ -10,16 +10,17 @@ scalars (``--rounds 5``, ``--traces.availability.format none``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Mapping, Union
+from typing import Annotated, Any, Literal, Mapping, Union
 
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config_async import AsyncConfig
 from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
-from hpcbench.fl.data import DATASETS
+from hpcbench.fl.data import check_dataset_name, dataset_class
+from hpcbench.fl.engine_support import auto_engine, engine_problems
 from hpcbench.fl.limits import MAX_SAMPLE_GRADIENTS, sample_gradients
-from hpcbench.fl.models import MODELS
+from hpcbench.fl.models import MODELS, check_model_name, model_entry
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, strategy_section
@@ -35,8 +36,10 @@ class DatasetConfig(_Strict):
     """Which real dataset, and how it is split across registered clients.
 
     ``partition``: ``dirichlet`` (label skew with concentration ``alpha``; Hsu et
-    al. 2019), ``iid``, or ``natural`` (Shakespeare: one client per speaking
-    role, as LEAF). With ``samples_per_client`` set, every client draws that
+    al. 2019), ``iid``, ``quantity`` (power-law client sizes with exponent
+    ``power``, IID labels; LEAF's quantity skew; needs ``samples_per_client:
+    null``) or ``natural`` (the dataset's own clients: Shakespeare's roles,
+    LEAF's users, FedScale's ``client_id``). With ``samples_per_client`` set, every client draws that
     many samples from its own label distribution (clients may share samples),
     so any number of clients can be registered; unset (``null``), the training
     set is split disjointly. The defaults register a FedScale-like population
@@ -44,27 +47,48 @@ class DatasetConfig(_Strict):
     trace keeps about 10 % online, so that a round's 13 selected clients are a
     choice among about 100 (with a disjoint split the 1,437 training digits
     allow about 100 clients, all of them selected whenever online).
-    Shakespeare ignores ``num_clients`` and ``samples_per_client``.
+    A natural partition ignores ``num_clients`` and ``samples_per_client``.
+
+    ``name`` is a registered dataset (``docs/fl.md``: digits, shakespeare,
+    fashion_mnist, idx, leaf_femnist, leaf_shakespeare, leaf_sent140,
+    leaf_celeba, fedscale) or a user's ``package.module:callable``
+    (``docs/byo.md``), resolved when the config is validated.
     """
 
     name: str = "digits"
-    """registered dataset: digits (scikit-learn 8x8 handwritten digits) or shakespeare (LEAF, one client per role)"""
-    partition: Literal["dirichlet", "iid", "natural"] = "dirichlet"
-    """how samples are split across clients: dirichlet (label skew), iid, natural (Shakespeare roles)"""
+    """registered dataset (digits, shakespeare, fashion_mnist, idx, leaf_femnist, leaf_shakespeare, leaf_sent140, leaf_celeba, fedscale) or package.module:callable"""
+    path: str | None = None
+    """folder of the dataset's files: IDX files (idx, fashion_mnist: default /usr/share/datasets/fashion-mnist), LEAF's data/<dataset>/data (leaf_*), FedScale's data_dir (fedscale)"""
+    prefix: str = ""
+    """file-name prefix of one IDX set in a folder holding several (EMNIST's emnist-balanced-)"""
+    data_map_file: str | None = None
+    """FedScale's training client map (default: path/client_data_mapping/train.csv; test.csv beside it)"""
+    image_size: int | None = Field(None, ge=4, le=1024)
+    """height and width images are resized to (fedscale: default 28; leaf_celeba: default 84)"""
+    channels: Literal[1, 3] | None = None
+    """colour channels of decoded images (fedscale: default 3, FedScale's RGB)"""
+    vocab_size: int = Field(5000, ge=1, le=1_000_000)
+    """most frequent training words counted in leaf_sent140's bags of words"""
+    options: dict[str, Any] = {}
+    """free-form keys for a package.module:callable dataset factory"""
+    partition: Literal["dirichlet", "iid", "quantity", "natural"] = "dirichlet"
+    """how samples are split across clients: dirichlet (label skew), iid, quantity (power-law sizes), natural (the dataset's own clients)"""
     alpha: float = Field(0.5, gt=0)
     """Dirichlet concentration of the label skew (smaller: more skewed)"""
+    power: float = Field(1.5, gt=0, le=100)
+    """Pareto shape of partition quantity's client sizes (smaller: heavier tail)"""
     num_clients: int = Field(1000, ge=1, le=100_000_000)
-    """registered clients (digits; Shakespeare has one per role)"""
+    """registered clients (not with partition natural)"""
     samples_per_client: int | None = Field(30, ge=1, le=1_000_000)
-    """samples each digits client draws from its own label distribution (null: disjoint split of the training set)"""
+    """samples each client draws from its own label distribution (null: disjoint split of the training set)"""
     test_fraction: float = Field(0.2, gt=0, lt=1)
-    """fraction of the dataset held out as the global test set"""
+    """fraction of the dataset held out as the global test set (digits, shakespeare; the others have a test split)"""
     seq_len: int = Field(80, ge=2, le=1024)
     """characters per Shakespeare training sequence"""
     max_test_samples: int = Field(2000, ge=1)
     """largest test set evaluated by the aggregator"""
 
-    _name = field_validator("name")(DATASETS.checker())
+    _name = field_validator("name")(check_dataset_name)
 
     @model_validator(mode="after")
     def _check(self):
@@ -73,9 +97,18 @@ class DatasetConfig(_Strict):
                              f"{self.num_clients * self.samples_per_client} sample assignments; at most "
                              f"{2**31 - 1} fit the 32-bit index")
         if self.name == "digits" and self.partition == "natural":
-            raise ValueError("partition 'natural' needs dataset 'shakespeare' (one client per role)")
+            raise ValueError("partition 'natural' needs a dataset with its own clients (shakespeare, leaf_*, "
+                             "fedscale); digits has none")
         if self.name == "shakespeare" and self.partition != "natural":
             raise ValueError(f"dataset 'shakespeare' supports partition 'natural' only, got {self.partition!r}")
+        if self.partition == "quantity" and self.samples_per_client is not None:
+            raise ValueError(f"partition 'quantity' draws each client's size; set samples_per_client: null "
+                             f"(got {self.samples_per_client})")
+        if self.name in ("idx", "fedscale") or self.name.startswith("leaf_"):
+            if self.path is None:
+                raise ValueError(f"dataset {self.name!r} needs path (the folder of its files)")
+        if self.data_map_file is not None and self.name != "fedscale":
+            raise ValueError(f"data_map_file is FedScale's client map: it needs name 'fedscale', got {self.name!r}")
         return self
 
 
@@ -83,19 +116,29 @@ class ModelConfig(_Strict):
     """Model to train, a name in ``MODELS`` whose ``input_kind`` matches the dataset's.
 
     ``mlp``/``logreg`` read feature vectors (digits), ``charlstm`` reads
-    character sequences (Shakespeare).
+    character sequences (Shakespeare), ``cnn`` (LEAF's FEMNIST CNN) and
+    ``mobilenet_v2`` (torchvision's) read images; ``package.module:callable``
+    is a user's factory (``docs/byo.md``).
     """
 
     name: str = "mlp"
-    """registered model: mlp, logreg (digits), charlstm (Shakespeare)"""
+    """registered model: mlp, logreg (features), charlstm (tokens), cnn, mobilenet_v2 (images); or package.module:callable"""
     hidden: int = Field(64, ge=1, le=65536)
     """hidden units (mlp) or LSTM state size (charlstm)"""
     embedding: int = Field(8, ge=1, le=4096)
     """character embedding size (charlstm)"""
     layers: int = Field(1, ge=1, le=8)
     """LSTM layers (charlstm)"""
+    hidden_dense: int = Field(2048, ge=1, le=65536)
+    """units of the dense layer after the convolutions (cnn; LEAF: 2048)"""
+    width: float = Field(1.0, gt=0, le=4)
+    """width multiplier of mobilenet_v2's channels"""
+    input_size: int | None = Field(None, ge=8, le=1024)
+    """mobilenet_v2: height and width inputs are resized to (null: the dataset's)"""
+    options: dict[str, Any] = {}
+    """free-form keys for a package.module:callable model factory"""
 
-    _name = field_validator("name")(MODELS.checker())
+    _name = field_validator("name")(check_model_name)
 
 
 class TraceConfig(_Strict):
@@ -258,11 +301,12 @@ class FLConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
-        if self.participants > self.dataset.num_clients and self.dataset.name == "digits":
+        if self.participants > self.dataset.num_clients and self.dataset.partition != "natural":
             raise ValueError(f"participants ({self.participants}) exceeds dataset.num_clients "
                              f"({self.dataset.num_clients})")
-        model_kind, data_kind = MODELS[self.model.name].input_kind, DATASETS[self.dataset.name].input_kind
-        if model_kind != data_kind:
+        entry = model_entry(self.model.name)
+        model_kind, data_kind = entry.input_kind, dataset_class(self.dataset.name).input_kind
+        if model_kind is not None and data_kind is not None and model_kind != data_kind:
             raise ValueError(f"model {self.model.name!r} reads {model_kind} but dataset {self.dataset.name!r} "
                              f"gives {data_kind}; models for it: "
                              f"{', '.join(n for n, m in MODELS.items() if m.input_kind == data_kind)}")
@@ -270,11 +314,14 @@ class FLConfig(_Strict):
             raise ValueError(f"aggregator {self.aggregator.name!r} needs per-client updates and cannot take "
                              f"FedBuff's buffered sum (mode 'async'); aggregators for async mode: "
                              f"{', '.join(n for n, a in AGGREGATORS.items() if a.accepts_pseudo_gradient)}")
-        if self.client_training == "batched" and (self.mode != "sync" or model_kind != "features"):
-            raise ValueError(f"client_training 'batched' needs mode 'sync' and a model reading feature vectors "
-                             f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
+        kind = model_kind if model_kind is not None else data_kind
+        if self.client_training == "batched" and engine_problems("batched", entry, kind, self.mode):
+            raise ValueError("client_training 'batched' does not support "
+                             + "; ".join(engine_problems("batched", entry, kind, self.mode))
+                             + f" (model {self.model.name!r})")
         if self.client_training == "auto":  # frozen model: set the resolved engine once, here
-            object.__setattr__(self, "client_training", "sequential" if self.numpy_engine_problems() else "numpy")
+            object.__setattr__(self, "client_training",
+                               auto_engine(entry, kind, self.mode, self.device, self.numpy_engine_problems()))
             self._engine_chosen = True
         elif self.client_training == "numpy" and self.numpy_engine_problems():
             raise ValueError("client_training 'numpy' does not support " + "; ".join(self.numpy_engine_problems()))
@@ -300,7 +347,7 @@ class FLConfig(_Strict):
             problems.append("device 'cuda' (the numpy engine computes on the CPU; needs 'cpu' or 'auto')")
         if self.mode != "sync":
             problems.append(f"mode {self.mode!r} (needs 'sync')")
-        if MODELS[self.model.name].numpy_target is None:
+        if model_entry(self.model.name).numpy_target is None:
             problems.append(f"model {self.model.name!r} (numpy models: "
                             f"{', '.join(n for n, m in MODELS.items() if m.numpy_target)})")
         for key in ("uplink_compression", "downlink_compression"):

@@ -240,7 +240,7 @@ class FLModel(ABC):
 
     A model class subclasses both ``torch.nn.Module`` and this, declares the
     ``input_kind`` of the datasets it reads (``features``: float vectors;
-    ``tokens``: int64 sequences) and builds itself from the model config
+    ``tokens``: int64 sequences; ``images``: float32 ``(C, H, W)``) and builds itself from the model config
     section and the dataset.
     """
 

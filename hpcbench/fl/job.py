@@ -183,6 +183,8 @@ class FLJob(Job):
         return self.cfg.model_dump()
 
     def provenance(self) -> dict:
+        from hpcbench.datasets.callables import user_callables
+
         setup, cfg = self.setup, self.cfg
         return dict(num_parameters=setup.num_parameters,
                     model_bytes=setup.model_bytes, registered_clients=setup.dataset.num_clients,
@@ -191,7 +193,8 @@ class FLJob(Job):
                     selection=cfg.selection.name, aggregator=cfg.aggregator.name,
                     time_to_accuracy_s=math.nan, rounds_to_accuracy=-1, mode=cfg.mode,
                     uplink_wire_bytes=setup.clock.up_bytes, downlink_wire_bytes=setup.clock.down_bytes,
-                    fedscale_notes="\n".join(self.fedscale_notes))
+                    fedscale_notes="\n".join(self.fedscale_notes),
+                    user_callables=user_callables(cfg.dataset.name, cfg.model.name))
 
     def run(self, results) -> int:
         cfg, setup, comm = self.cfg, self.setup, self.comm
