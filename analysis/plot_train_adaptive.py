@@ -15,7 +15,7 @@ time includes the ranks' start-up skew: up to a second on a shared machine). A r
 ``step_clock: {kind: modelled}`` (root attribute ``step_clock``; e.g. the
 16-worker runs, more ranks than cores) is timed by its ``modelled_step_s``
 instead (the compute profiled per batch plus the priced allreduce:
-``hpcbench.train.stepclock``); the axes say which clock the files used.
+``hpcbench.train.steps.stepclock``); the axes say which clock the files used.
 Each file is one line, labelled by its job name. Printed:
 each line's final accuracy, the training time at which it first reached
 ``--target`` (KungFu's time-to-accuracy), and its batch range. Never

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from hpcbench.train.tvimport import import_torchvision
+from hpcbench.train.workloads.tvimport import import_torchvision
 
 
 def measure(model_name: str, image: int, batch: int, steps: int, warmup: int, device: str, amp: bool) -> list[float]:

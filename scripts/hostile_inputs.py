@@ -255,7 +255,7 @@ def cases() -> list[Case]:
     for key, value in [("model.hidden", "100000000"), ("model.layers", "1000000"), ("model.heads", "3"),
                        ("devices.speed", "x:1"), ("devices.speed", "[]"), ("devices.speed", "[.inf]"),
                        ("devices.mem_cap_mb", "-1"), ("allocators", "[bogus]"), ("schedule", "bogus"),
-                       ("batch_size", "7"), ("time_dilation", ".inf"), ("milp_time_limit_s", ".nan"),
+                       ("batch_size", "7"), ("time_dilation", ".inf"), ("allocators", "[{name: sky-milp, time_limit_s: .nan}]"),
                        ("link.trace_index", "0"), ("lr", "-1"), ("iterations", "0")]:
         pl(f"--{key}", value)
     for kind in ("model", "shared"):

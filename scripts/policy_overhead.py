@@ -32,7 +32,7 @@ block_wake_signal()     # before mpi4py and torch start threads (hpcbench.runtim
 
 from hpcbench.policies import Policy  # noqa: E402
 from hpcbench.train.job import TrainJob  # noqa: E402
-from hpcbench.train.policyhook import PolicyHook  # noqa: E402
+from hpcbench.train.adaptation.policyhook import PolicyHook  # noqa: E402
 
 DEFAULTS = ["jobs/configs/train-fig8.yaml", "--monitors", "[]", "--interleave_monitors", "false",
             "--sync", "[{name: ring, label: without}, {name: ring, label: with}]", "--interleave_sync", "true",

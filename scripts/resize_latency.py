@@ -6,11 +6,11 @@ count wait in the warm pool, sleeping: 16 ranks on 2 cores are fine):
     mpiexec -n 16 python scripts/resize_latency.py                 # warm pool, 3 models, 1<->2 and 8<->16
     mpiexec -n 16 python scripts/resize_latency.py --spawn         # also new processes, ResNet-50's state
 
-The state moved is a real replica's (``hpcbench.train.elastic.pack_state``:
+The state moved is a real replica's (``hpcbench.train.adaptation.elastic.pack_state``:
 ``model.state_dict()`` and the SGD optimizer's state) of ResNet-50 (102 MB),
 ResNet-18 (47 MB) and the digits CNN, built once on rank 0 and broadcast
 before timing. One resize, as the training runner does it
-(``hpcbench/train/elastic.py``):
+(``hpcbench/train/adaptation/elastic.py``):
 
 - agreement: the policies' exchange (one allgather of 5 float64 per policy);
 - warm pool: waking the pool and splitting the world (grow) or the active
@@ -45,8 +45,8 @@ KUNGFU_S = {"grow": 20.39, "shrink": 0.04012}
 def _state(model: str) -> np.ndarray:
     import torch
 
-    from hpcbench.train.elastic import pack_state
-    from hpcbench.train.models import build_model
+    from hpcbench.train.adaptation.elastic import pack_state
+    from hpcbench.train.workloads.models import build_model
 
     torch.set_num_threads(1)
     m = build_model(model, 0)
@@ -173,8 +173,8 @@ def child() -> None:
     def imports():
         import torch  # noqa: F401
 
-        import hpcbench.train.loop  # noqa: F401
-        import hpcbench.train.worker  # noqa: F401
+        import hpcbench.train.steps.loop  # noqa: F401
+        import hpcbench.train.steps.worker  # noqa: F401
 
     parent, merged, _, _ = join_parents(imports)
     sync, dup = _rebuild(merged, None)

@@ -38,7 +38,7 @@ BUCKET_BYTES = 25 * 2 ** 20
 
 def resnet50(seed: int):
     """ResNet-50 (torchvision) with the gradient of one backward pass on two random images."""
-    from hpcbench.train.tvimport import import_torchvision
+    from hpcbench.train.workloads.tvimport import import_torchvision
 
     torch.manual_seed(seed)
     model = import_torchvision().models.resnet50()

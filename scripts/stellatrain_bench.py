@@ -60,8 +60,8 @@ def main() -> int:
     from hpcbench.results import read_table
     from hpcbench.runtime.lifecycle import run
     from hpcbench.train.job import TrainJob
-    from hpcbench.train.policyhook import PolicyHook
-    from hpcbench.train.telemetryhook import TelemetryHook
+    from hpcbench.train.adaptation.policyhook import PolicyHook
+    from hpcbench.train.reporting.telemetryhook import TelemetryHook
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wan", default="100Mbit")
@@ -94,9 +94,9 @@ def main() -> int:
                       (PolicyHook, "agree"), (PolicyHook, "before_step")):
         _timed(cls, name, machinery)
     steps_wall = [0.0]
-    from hpcbench.train import loop
+    from hpcbench.train.steps import replica
 
-    real_worker = loop.build_worker
+    real_worker = replica.build_worker
 
     def build(ctx, model=None):      # every step's wall time, on this rank
         w = real_worker(ctx, model)
@@ -111,7 +111,7 @@ def main() -> int:
         w.step = timed
         return w
 
-    loop.build_worker = build
+    replica.build_worker = build
     t0 = time.perf_counter()
     rc |= run(TrainJob, [*base, "--time_dilation", str(args.dilation), "--iterations", str(args.steps // 10),
                          "--batches_per_iter", "10", "--bucket_mb", "25",

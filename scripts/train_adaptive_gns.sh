@@ -3,7 +3,7 @@
 # (gns_batch, KungFu's artifact rule) against a fixed small and a fixed large per-worker batch.
 # Usage (repository root):  scripts/train_adaptive_gns.sh [TASK...]
 #   TASK: digits, shakespeare (real compute, NP ranks; the default) or digits-16, shakespeare-16 (16 ranks, the
-#   modelled step clock of hpcbench.train.stepclock: one compute profile per batch is first timed at one rank
+#   modelled step clock of hpcbench.train.steps.stepclock: one compute profile per batch is first timed at one rank
 #   alone, launched by $MPIEXEC1, e.g. behind a command that waits for a quiet machine, and all three runs
 #   price their steps with it).
 # Environment: PYTHON, MPIEXEC, MPIEXEC1 ($MPIEXEC), NP (2), OUT (results/train), SMALL / LARGE (16 / 128; the -16 tasks 2 / 16),

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 WRAPPER = r"""
 import hashlib, sys
 from mpi4py import MPI
-import hpcbench.train.worker as W
+import hpcbench.train.steps.worker as W
 _close = W.Worker.close
 def close(self):
     h = hashlib.sha256()

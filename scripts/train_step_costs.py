@@ -13,7 +13,7 @@ often. Variants (``--variants``):
 - ``ring-drop``: the ring's gradient buckets as before they kept their
   ``.grad`` views: ``zero_grad(set_to_none=True)`` after the step, so each
   backward allocates the gradients afresh and the hooks copy them.
-- ``ring``: the runner's path (:meth:`hpcbench.train.buckets.GradientBuckets.zero`
+- ``ring``: the runner's path (:meth:`hpcbench.train.synchronisation.buckets.GradientBuckets.zero`
   after the step: the views stay and backward accumulates in place).
 - ``horovod``: Horovod's ``DistributedOptimizer`` (skipped with its reason
   when Horovod cannot be imported).
@@ -43,8 +43,8 @@ from mpi4py import MPI
 
 from hpcbench.runtime.interleave import balanced_orders
 from hpcbench.sync import Unavailable, build
-from hpcbench.train.buckets import BucketPlan, GradientBuckets
-from hpcbench.train.models import build_model
+from hpcbench.train.synchronisation.buckets import BucketPlan, GradientBuckets
+from hpcbench.train.workloads.models import build_model
 
 FIELDS = ("fwd", "bwd", "hooks", "exposed", "opt", "cpu", "faults")
 

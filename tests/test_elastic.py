@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from hpcbench.policies import PolicyContext
 from hpcbench.policies.elastic import ElasticSchedule
-from hpcbench.train.elastic import pack_state, split_batch, unpack_state
+from hpcbench.train.adaptation.elastic import pack_state, split_batch, unpack_state
 from mpitools import run_mpi
 
 QUICK = ["--model", "digits_mlp", "--warmup", "0", "--iterations", "1", "--batches_per_iter", "2",

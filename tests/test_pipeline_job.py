@@ -92,12 +92,16 @@ def test_real_run_trains(tmp_path):
     (["--micro_batches", "3"], "micro_batches"),
     (["--devices.mem_cap_mb", "0.001"], "memory caps"),
     (["--chrome_trace", "''"], "chrome_trace"),
-    (["--milp_solver", "gurobi"], "unknown MILP solver 'gurobi'"),
+    (["--allocators", "[{name: sky-milp, solver: gurobi}]"], "unknown MILP solver 'gurobi'"),
+    (["--allocators", "[{name: optimal, time_limit_s: 60}]"], "allocators.0.optimal.time_limit_s"),
+    (["--allocators", "[evn]"], "unknown allocator 'evn'; registered: even,"),
+    (["--milp_solver", "highs"], "unrecognized arguments: --milp_solver"),
 ])
 def test_bad_input_exits_2_without_output(tmp_path, args, needle):
     out = tmp_path / "bad.h5"
+    chosen = [] if "--allocators" in args else ["--allocators", "[optimal]"]
     proc = run_mpi(2, ["-m", "hpcbench.pipeline", "jobs/configs/pipeline-quick.yaml", *SMALL, *args,
-                       "--allocators", "[optimal]", "--output", str(out)], timeout=120)
+                       *chosen, "--output", str(out)], timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr

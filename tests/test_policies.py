@@ -96,7 +96,7 @@ def test_stellatrain_policy_turns_controller_decisions_into_decisions_at_latest_
     from hpcbench.controller import ThroughputModel
     from hpcbench.policies.stellatrain import StellaTrain
     from hpcbench.telemetry import TelemetryRecord
-    from hpcbench.train.tables import STEP_FIELDS
+    from hpcbench.train.reporting.tables import STEP_FIELDS
 
     models = [ThroughputModel(32, 400), ThroughputModel(32, 200)]
     ctx = replace(_ctx(-1, sizes=(16, 16)), message_elements=(25_000_000,))

@@ -11,7 +11,7 @@ from hpcbench.collectives.linkcost import fastest_allreduce, predict_allreduce_l
 from hpcbench.collectives.linkmodel import SlowLink, slowdown_at
 from hpcbench.policies import POLICIES, Decision, PolicyContext, Telemetry, Vote
 from hpcbench.policies.interference import Interference
-from hpcbench.train.tables import STEP_FIELDS
+from hpcbench.train.reporting.tables import STEP_FIELDS
 
 NAN = float("nan")
 ALGS = ("ring", "tree", "star")

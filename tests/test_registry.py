@@ -21,7 +21,7 @@ REGISTRIES = [
     ("hpcbench.traces", "TRACE_LOADERS"),
     ("hpcbench.bench.collectives.backends", "BASELINES"),
     ("hpcbench.bench.collectives.gpu", "GPU_BASELINES"),
-    ("hpcbench.train.models", "MODELS"),
+    ("hpcbench.train.workloads.models", "MODELS"),
     ("hpcbench.fl.aggregation", "AGGREGATORS"),
     ("hpcbench.fl.selection", "SELECTORS"),
     ("hpcbench.fl.data", "DATASETS"),

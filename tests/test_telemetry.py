@@ -74,7 +74,7 @@ def test_traffic_meters_take_wall_spans_in_modelled_time_and_telemetry_gives_rec
     from hpcbench.policies import Telemetry
     from hpcbench.runtime.dilation import TimeDilation
     from hpcbench.telemetry import TrafficMeters
-    from hpcbench.train.tables import STEP_FIELDS
+    from hpcbench.train.reporting.tables import STEP_FIELDS
 
     m = TrafficMeters(TimeDilation(2.0))
     m.received(1e6, 10.0, 10.5)

@@ -11,8 +11,8 @@ import pytest
 
 from hpcbench.runtime.dilation import TimeDilation
 from hpcbench.sync.base import Synchroniser
-from hpcbench.train.context import BatchState
-from hpcbench.train.profile import ComputeProfile
+from hpcbench.train.steps.context import BatchState
+from hpcbench.train.steps.profile import ComputeProfile
 
 
 class RecordingSync(Synchroniser):
@@ -45,10 +45,10 @@ def _profile(model) -> ComputeProfile:
 def test_emulated_worker_reduces_the_real_workers_buffers_in_the_same_order(overlap):
     import torch
 
-    from hpcbench.train.data import build_data
-    from hpcbench.train.emulated import EmulatedWorker
-    from hpcbench.train.models import build_model
-    from hpcbench.train.worker import Worker
+    from hpcbench.train.workloads.data import build_data
+    from hpcbench.train.steps.emulated import EmulatedWorker
+    from hpcbench.train.workloads.models import build_model
+    from hpcbench.train.steps.worker import Worker
 
     class _Comm:
         rank, size = 0, 1
@@ -73,7 +73,7 @@ def test_emulated_worker_reduces_the_real_workers_buffers_in_the_same_order(over
 
 
 def test_emulated_model_averaging_exchanges_a_model_sized_buffer():
-    from hpcbench.train.emulated import EmulatedWorker
+    from hpcbench.train.steps.emulated import EmulatedWorker
 
     prof = ComputeProfile(1e-4, 2e-4, 1e-5, np.array([2e-4, 0.0]), (300, 700))
     sync = RecordingSync("models")
@@ -117,7 +117,7 @@ def test_emulated_model_averaging_sleeps_the_copy_and_the_mix_of_the_model(virtu
     """The real worker copies the model into its send buffer before the exchange starts and mixes the result in
     after it: the emulated one sleeps the profiled passes there (copy_s, then the synchroniser's mix_memory_s).
     On a virtual clock, so the recorded times are exactly the slept ones (no bound on a loaded machine's clock)."""
-    from hpcbench.train.emulated import EmulatedWorker
+    from hpcbench.train.steps.emulated import EmulatedWorker
 
     prof = ComputeProfile(1e-3, 2e-3, 1e-3, np.array([2e-3, 0.0]), (300, 700), copy_s=0.03, axpy_s=0.02)
     rec = EmulatedWorker(RecordingSync("models"), prof, BatchState((8,), 0.1, 0), 8, 4 * 100, True,
@@ -135,7 +135,7 @@ def test_emulated_model_averaging_sleeps_the_copy_and_the_mix_of_the_model(virtu
 
 def test_emulated_compute_follows_the_batch_size_the_context_holds():
     """Forward and backward in proportion to the batch, the optimizer unchanged (ComputeProfile.at_batch)."""
-    from hpcbench.train.emulated import EmulatedWorker
+    from hpcbench.train.steps.emulated import EmulatedWorker
 
     prof = ComputeProfile(0.01, 0.02, 0.004, np.array([0.02, 0.0]), (300, 700))
     assert prof.at_batch(1.0) is prof
@@ -159,11 +159,11 @@ def test_an_emulated_rank_never_imports_torch():
         from mpi4py import MPI
         from hpcbench.runtime.dilation import TimeDilation
         from hpcbench.sync import build
-        from hpcbench.train.context import BatchState
+        from hpcbench.train.steps.context import BatchState
         from hpcbench.train.config import load_config
-        from hpcbench.train.emulated import EmulatedWorker
-        from hpcbench.train.loop import TrainLoop
-        from hpcbench.train.profile import ComputeProfile
+        from hpcbench.train.steps.emulated import EmulatedWorker
+        from hpcbench.train.steps.loop import TrainLoop
+        from hpcbench.train.steps.profile import ComputeProfile
         cfg = load_config(None, {"model": "resnet50", "compute": "emulated", "sync": "[ring, sma]"})
         prof = ComputeProfile(1e-4, 2e-4, 1e-5, np.array([2e-4, 1e-4, 0.0]), (3000, 2000, 1000))
         for section in cfg.sync:

@@ -65,7 +65,7 @@ def test_emulated_dilated_run_feeds_the_figure_script(tmp_path):
                          capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     assert fig.returncode == 0, fig.stderr
     assert png.read_bytes()[:4] == b"\x89PNG" and "ring" in fig.stdout
-    what = subprocess.run([sys.executable, "-m", "hpcbench.train.whatif", str(out), "--workers", "2", "64",
+    what = subprocess.run([sys.executable, "-m", "hpcbench.train.reporting.whatif", str(out), "--workers", "2", "64",
                            "--bandwidth", "1Gbit", "--latency-s", "0"],
                           capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     assert what.returncode == 0, what.stderr
@@ -187,7 +187,7 @@ def test_every_synchroniser_and_model_is_accepted_by_name():
     """The config's names are the registries' (no second list)."""
     from hpcbench.sync import names
     from hpcbench.train.config import load_config
-    from hpcbench.train.models import MODELS
+    from hpcbench.train.workloads.models import MODELS
 
     cfg = load_config(None, {"sync": "[" + ", ".join(names()) + "]"})
     assert cfg.sync_labels() == names() and {"ring", "rabenseifner", "tree", "star", "binary_tree_star", "auto",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hpcbench.train.models import MODELS, build_model
-from hpcbench.train.text import SEQ_LEN, TEST_WINDOWS, ShakespeareTask, read_text, vocabulary
+from hpcbench.train.workloads.models import MODELS, build_model
+from hpcbench.train.workloads.text import SEQ_LEN, TEST_WINDOWS, ShakespeareTask, read_text, vocabulary
 
 
 def test_windows_stream_and_model_agree_with_the_registry():

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from hpcbench.collectives.cost import predict_allreduce
 from hpcbench.sync import get
-from hpcbench.train.buckets import BucketPlan
-from hpcbench.train.predict import link_cost, predict_step
-from hpcbench.train.profile import ComputeProfile
+from hpcbench.train.synchronisation.buckets import BucketPlan
+from hpcbench.train.synchronisation.predict import link_cost, predict_step
+from hpcbench.train.steps.profile import ComputeProfile
 
 
 def test_torchvision_models_build_without_weights():
-    from hpcbench.train.models import build_model
+    from hpcbench.train.workloads.models import build_model
 
     counts = {"resnet50": 25_557_032, "mobilenet_v2": 3_504_872}
     for name, n in counts.items():
@@ -94,7 +94,7 @@ def test_horovod_that_cannot_be_imported_is_unavailable_with_its_reason(monkeypa
 
 
 def test_priority_order_sends_the_earliest_needed_ready_bucket_first():
-    from hpcbench.train.priority import priority_order
+    from hpcbench.train.synchronisation.priority import priority_order
 
     # link frees at 2.5 with buckets 1 and 2 ready: 2 (needed first) goes before 1
     assert priority_order([0, 1, 2], [2.5, 1, 1], [2, 1, 0]).tolist() == [0, 2, 1]
@@ -109,7 +109,7 @@ def test_priority_order_sends_the_earliest_needed_ready_bucket_first():
 def test_priority_prediction_by_hand():
     """Two buckets: bucket 0 (last layers, 3 elements) ready at 0.1 s of backward and needed at 0.08 s of
     forward; bucket 1 (first layers, 1 element) ready at 0.2 (end of backward), needed at 0. Each takes 0.05 s."""
-    from hpcbench.train.priority import forward_with_waits, predict_priority_step
+    from hpcbench.train.synchronisation.priority import forward_with_waits, predict_priority_step
 
     prof = ComputeProfile(0.1, 0.2, 0.04, np.zeros(0), ())
     step, eff, comm = predict_priority_step(prof, [3, 1], [0.1, 0.2], [0.08, 0.0], [0.05, 0.05])
@@ -133,9 +133,9 @@ def test_priority_prediction_by_hand():
 def test_the_digits_stream_sees_every_sample_once_per_epoch_whatever_the_batch_sizes():
     """A batch that changes at run time re-slices the stream: the steps' global batches tile the epochs'
     permutations, each worker takes its slice (per-worker sizes too), a step may span two epochs."""
-    from hpcbench.train.data import DigitsTask
+    from hpcbench.train.workloads.digits import DigitsTask
 
-    from hpcbench.train.models import MODELS
+    from hpcbench.train.workloads.models import MODELS
 
     arrays = DigitsTask.load(0)
     n = len(arrays[1])
@@ -160,8 +160,8 @@ def test_the_digits_stream_sees_every_sample_once_per_epoch_whatever_the_batch_s
                                       ["none", "a", "b", "c"]])
 def test_interleaved_monitor_variants_take_turns_in_a_williams_design(variants):
     from hpcbench.runtime.interleave import balanced_orders
-    from hpcbench.train.context import StepInfo
-    from hpcbench.train.plan import MeasuredPlan
+    from hpcbench.train.steps.context import StepInfo
+    from hpcbench.train.steps.plan import MeasuredPlan
 
     n = len(variants)
     rounds = len(balanced_orders(n))

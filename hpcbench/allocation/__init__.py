@@ -1,7 +1,8 @@
 """Layer allocation for pipeline stages: the problem, its cost model, and the allocators.
 
-Every allocator is one file and one line of :data:`ALLOCATORS`; runners and
-configs read the registry. :func:`allocate` runs one by name, validates the
+Every allocator is one file and one line of :data:`ALLOCATORS`
+(:class:`~hpcbench.allocation.allocator.Allocator`: its function and its options' ``Config``); runners and
+configs read the registry, and take an allocator's options as its own section. :func:`allocate` runs one by name, validates the
 result against the instance (memory caps) and records its solve time,
 bottleneck and predicted iteration time.
 """
@@ -9,23 +10,23 @@ bottleneck and predicted iteration time.
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 from hpcbench.allocation import even, optimal, sky_dynamic, sky_milp
+from hpcbench.allocation.allocator import Allocator
 from hpcbench.allocation.instance import Allocation, InfeasibleError, Instance
 from hpcbench.allocation.schedules import SCHEDULES
 from hpcbench.allocation.simulate import Timeline, simulate
 from hpcbench.runtime.registry import Registry
 
-__all__ = ["ALLOCATORS", "allocate", "Allocation", "Instance", "InfeasibleError", "SCHEDULES", "simulate",
+__all__ = ["ALLOCATORS", "Allocator", "allocate", "Allocation", "Instance", "InfeasibleError", "SCHEDULES", "simulate",
            "Timeline"]
 
-#: name -> ``allocate(instance, **options) -> Allocation``
-ALLOCATORS: Registry[Callable[..., Allocation]] = Registry("allocator", {
-    "even": even.allocate,
-    "sky-dynamic": sky_dynamic.allocate,
-    "sky-milp": sky_milp.allocate,
-    "optimal": optimal.allocate,
+#: name -> :class:`Allocator` (``allocate(instance, **options) -> Allocation`` and its options' ``Config``)
+ALLOCATORS: Registry[Allocator] = Registry("allocator", {
+    "even": Allocator(even.allocate),
+    "sky-dynamic": Allocator(sky_dynamic.allocate, sky_dynamic.Config),
+    "sky-milp": Allocator(sky_milp.allocate, sky_milp.Config),
+    "optimal": Allocator(optimal.allocate, optimal.Config),
 })
 
 

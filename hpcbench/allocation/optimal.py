@@ -50,10 +50,13 @@ order and never worse than the given order's optimum.
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 import numpy as np
+from pydantic import Field, PositiveInt
 
 from hpcbench.allocation.instance import Allocation, InfeasibleError, Instance
+from hpcbench.runtime.config import StrategyConfig
 
 __all__ = ["allocate", "solve_order"]
 
@@ -134,6 +137,13 @@ def _better(a, b) -> bool:
     if a[0] < b[0] * (1 - _REL_TOL):
         return True
     return a[0] <= b[0] * (1 + _REL_TOL) and a[1] < b[1] * (1 - _REL_TOL)
+
+
+class Config(StrategyConfig):
+    """Options of ``optimal`` (the keywords of :func:`allocate`)."""
+
+    order: Literal["given", "search"] = Field("given", description="the given device order, or a search of orders")
+    max_evals: PositiveInt = Field(400, description="orders evaluated at most by the search")
 
 
 def allocate(inst: Instance, order: str = "given", max_evals: int = 400) -> Allocation:

@@ -29,9 +29,11 @@ considered (as in Sky).
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field, PositiveInt
 
 from hpcbench.allocation.even import even_bounds
 from hpcbench.allocation.instance import Allocation, InfeasibleError, Instance
+from hpcbench.runtime.config import StrategyConfig
 
 __all__ = ["allocate"]
 
@@ -64,6 +66,12 @@ def _by_memory(bounds: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> np.ndarr
             raise InfeasibleError(f"sky-dynamic: memory allocation failed: stage memory {used_all} B "
                                   f"against caps {[f'{c:.4g}' for c in cap]} B")
     return bounds
+
+
+class Config(StrategyConfig):
+    """Options of ``sky-dynamic`` (the keywords of :func:`allocate`)."""
+
+    break_iter: PositiveInt = Field(1000, description="sweeps at most (Sky: 1000)")
 
 
 def allocate(inst: Instance, break_iter: int = 1000) -> Allocation:

@@ -44,13 +44,17 @@ communication term.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import scipy.sparse
+from pydantic import Field, PositiveInt, field_validator
 
 from hpcbench.allocation.even import even_bounds
 from hpcbench.allocation.instance import Allocation, InfeasibleError, Instance
 from hpcbench.allocation.milp import SOLVERS, MilpProblem, solve
 from hpcbench.allocation.milp.problem import relative_gap
+from hpcbench.runtime.config import StrategyConfig
 
 __all__ = ["allocate", "formulate", "SKY_TIME_LIMIT_S", "SKY_GAP_REL"]
 
@@ -147,6 +151,21 @@ def _decode(assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not np.array_equal(rebuilt, assign):
         raise RuntimeError("sky-milp: the solver's assignment is not a contiguous split (numerical trouble)")
     return devs, bounds
+
+
+class Config(StrategyConfig):
+    """Options of ``sky-milp`` (the keywords of :func:`allocate`)."""
+
+    order: Literal["free", "fixed"] = Field("free", description="free device order (Sky) or the given one")
+    solver: str = Field("cbc", description=(
+        "MILP solver (allocation.milp.SOLVERS): cbc (PuLP's bundled CBC, Sky's fallback when Gurobi is absent) "
+        "or highs"))
+    time_limit_s: float = Field(SKY_TIME_LIMIT_S, gt=0.0, description="solver wall-clock limit, seconds (Sky: 300)")
+    gap_rel: float = Field(SKY_GAP_REL, ge=0.0, description="relative gap at which the solver stops (Sky: 0.2; "
+                                                            "0 solves to optimality)")
+    threads: PositiveInt = Field(1, description="solver threads (Sky: 24 for CBC)")
+
+    _solver = field_validator("solver")(SOLVERS.checker())
 
 
 def allocate(inst: Instance, order: str = "free", solver: str = "cbc", time_limit_s: float = SKY_TIME_LIMIT_S,

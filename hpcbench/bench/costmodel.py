@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from hpcbench.runtime.config import parse_finite
+from hpcbench.bench.costmodel_declaration import COSTMODEL
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point
 
@@ -66,7 +67,7 @@ class CostModelJob(Job):
     """Measured allreduce over the link model against :func:`predict_allreduce`."""
 
     prog = "hpcbench costmodel"
-    kind = "costmodel"
+    kind = COSTMODEL.kind
     description = __doc__
 
     def add_arguments(self, parser) -> None:

@@ -197,11 +197,8 @@ def _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name, 
                          f"{[a for a in _alg.names() if _alg.get(a).deterministic]}")
     if local_size is not None and (not isinstance(local_size, int) or local_size < 1):
         raise ValueError(f"local_size: must be a positive int, got {local_size!r}")
-    if weights is not None:
-        if algorithm != "weighted_shards":
-            raise ValueError(f"weights: only the weighted_shards algorithm takes shard weights, not {algorithm!r}")
-        from hpcbench.collectives.algorithms.weighted_shards import shard_fractions
-        shard_fractions(weights, tr.size)       # bad weights: ValueError before any message
+    if weights is not None:       # an option the algorithm declares, checked before any message
+        _alg.check_options(alg, {"weights": weights}, tr.size)
     if tag is None:
         tag = ctx.tag(name)
     red = reducer(w.kind, op, tr.size)

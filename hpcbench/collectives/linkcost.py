@@ -4,8 +4,9 @@
 links that are all alike. With one slow link (KungFu's interference, the
 link model's :class:`~hpcbench.collectives.linkmodel.SlowLink`) the
 algorithms differ in how much the slow rank sends, and this module prices
-each from its registered phase costs (``algorithms/_shapes.py``) with the
-``beta`` of the links that carry each phase. In the link model each rank's
+each from the cost over such links that the algorithm registers
+(``register_links_cost``: its phase costs, ``algorithms/_shapes.py``, with the
+``beta`` of the links that carry each phase). In the link model each rank's
 *outgoing* link serialises its messages and incoming links are free, so
 with ``beta_r`` rank ``r``'s seconds per byte:
 
@@ -19,7 +20,8 @@ tree                reduce: every non-root rank sends its segments up, the slowe
 weighted_shards     the busiest link, ``m beta_r (1 + (p - 2) w_r)``, or, where later,
                     the last contributions' arrival plus the last chunk's
                     allgather, with the shard weights ``w`` that
-                    :func:`allreduce_options` gives for these links (a slow rank
+                    :func:`allreduce_options` gives for these links (its registered
+                    ``links_options``; a slow rank
                     owns no shard and sends ``m``, the least any allreduce can)
 every other         the registered model at ``max_r beta_r``: in ring, Rabenseifner
                     and recursive doubling every rank sends the same bytes in each
@@ -43,36 +45,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcbench.collectives import algorithms as _alg
-from hpcbench.collectives.algorithms._shapes import (star_bcast_cost, star_reduce_cost, tree_bcast_cost,
-                                                     tree_reduce_cost)
-from hpcbench.collectives.algorithms.weighted_shards import shard_weights, weighted_shards_links_cost
 from hpcbench.collectives.cost import predict_allreduce
 
 __all__ = ["predict_allreduce_links", "fastest_allreduce", "allreduce_options", "HostLinks",
            "predict_allreduce_hosts", "fastest_allreduce_hosts"]
-
-
-def _star(nbytes: int, alpha: float, betas: np.ndarray) -> float:
-    p = betas.size
-    return star_reduce_cost(nbytes, p, alpha, float(betas[1:].max())) + star_bcast_cost(nbytes, p, alpha,
-                                                                                         float(betas[0]))
-
-
-def _tree(nbytes: int, alpha: float, betas: np.ndarray) -> float:
-    p = betas.size
-    inner = [i for i in range(p) if 2 * i + 1 < p]      # the positions with children (the tree of _shapes)
-    return (tree_reduce_cost(nbytes, p, alpha, float(betas[1:].max()))
-            + tree_bcast_cost(nbytes, p, alpha, float(betas[inner].max())))
-
-
-def _weighted_shards(nbytes: int, alpha: float, betas: np.ndarray) -> float:
-    return weighted_shards_links_cost(nbytes, alpha, betas, None)
-
-
-_PER_LINK = {"star": _star, "tree": _tree, "weighted_shards": _weighted_shards}
-
-#: options an algorithm takes from the links (the ones :func:`predict_allreduce_links` priced it with)
-_OPTIONS = {"weighted_shards": lambda betas: {"weights": tuple(float(w) for w in shard_weights(betas))}}
 
 
 def allreduce_options(algorithm: str, betas) -> dict:
@@ -99,7 +75,7 @@ def allreduce_options(algorithm: str, betas) -> dict:
     >>> allreduce_options("ring", [4e-9, 1e-9])
     {}
     """
-    make = _OPTIONS.get(algorithm)
+    make = _alg.get(algorithm).links_options
     return make(betas) if make is not None else {}
 
 
@@ -145,7 +121,7 @@ def predict_allreduce_links(algorithm: str, nbytes: int, alpha_s: float, betas) 
     _alg.get(algorithm)       # unknown names: the registry's error, listing the algorithms
     if b.size == 1 or nbytes <= 0:
         return 0.0
-    per_link = _PER_LINK.get(algorithm)
+    per_link = _alg.get(algorithm).links_cost
     if per_link is not None:
         return float(per_link(int(nbytes), float(alpha_s), b))
     return predict_allreduce(algorithm, int(nbytes), int(b.size), float(alpha_s), float(b.max()))

@@ -8,7 +8,7 @@ are produced by backward in one order (last layers first) but needed by the
 next forward in the reverse order, so the runner decides which bucket goes
 on the wire next. Every rank must start the same operations in the same
 order, and readiness differs between ranks by a little jitter, so the order
-is fixed before the step (:func:`hpcbench.train.priority.priority_order`
+is fixed before the step (:func:`hpcbench.train.synchronisation.priority.priority_order`
 computes it from the profiled timeline) and this operation only enforces it:
 bucket ``order[k + 1]`` starts once bucket ``order[k]`` is complete *and*
 ``order[k + 1]`` has been marked ready. One bucket is on the wire at a time

@@ -10,8 +10,11 @@ the positive ones) and ``backend/src/engine/batch_rate_alloc_optim.py``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Literal
 
+from pydantic import Field
+
+from hpcbench.runtime.config import StrategyConfig
 from hpcbench.telemetry.record import TelemetryRecord
 
 __all__ = ["BandwidthEstimate", "BandwidthEstimator"]
@@ -95,6 +98,12 @@ class BandwidthEstimator:
     ValueError
         ``reading`` unknown.
     """
+
+    class Config(StrategyConfig):
+        """Options of the ``stellatrain`` estimator (the keywords of its constructor)."""
+
+        reading: Literal["peak", "mean"] = Field("peak", description="receive throughput read from the meter: "
+                                                                      "busiest 100 ms bin (StellaTrain) or 1 s mean")
 
     def __init__(self, reading: str = "peak", smoothing: float = 0.1, keep: float = 0.9, probe: float = 1.1,
                  floor_factor: float = 0.75, min_fraction: float = 0.05, compute_factor: float = 1.5) -> None:

@@ -18,8 +18,10 @@ from collections import deque
 from typing import Iterable
 
 import numpy as np
+from pydantic import Field, PositiveInt
 
 from hpcbench.controller.bandwidth import BandwidthEstimate
+from hpcbench.runtime.config import StrategyConfig
 from hpcbench.telemetry.record import TelemetryRecord
 
 __all__ = ["DeliveredBandwidthEstimator"]
@@ -72,6 +74,11 @@ class DeliveredBandwidthEstimator:
     ValueError
         ``window < 1``.
     """
+
+    class Config(StrategyConfig):
+        """Options of the ``delivered`` estimator (the keywords of its constructor)."""
+
+        window: PositiveInt = Field(5, description="steps of each worker whose median delivered rate counts")
 
     def __init__(self, window: int = 5) -> None:
         if window < 1:

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from hpcbench.fl.declaration import FL
 from hpcbench.fl.setup import Setup, prepare
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job
@@ -46,7 +47,7 @@ class FLJob(Job):
     """
 
     prog = "hpcbench fl"
-    kind = "fl"
+    kind = FL.kind
     description = ("Emulate federated learning on MPI ranks (FedScale design) and write HDF5 results.\n"
                    "Rank 0 aggregates; ranks 1..P-1 execute emulated clients.")
     epilog = ("Every config key can be overridden: --rounds 20 --dataset.alpha 0.1 "

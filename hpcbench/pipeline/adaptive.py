@@ -14,7 +14,10 @@ import numpy as np
 
 from hpcbench.allocation import allocate
 
-__all__ = ["estimate_slowdown", "rebalance", "move_layers"]
+__all__ = ["START", "estimate_slowdown", "rebalance", "move_layers"]
+
+#: the registered allocator whose split ``adaptive`` starts from (and whose options its section takes)
+START = "even"
 
 
 def estimate_slowdown(inst, bounds: np.ndarray, order: np.ndarray, busy_s: np.ndarray) -> np.ndarray:

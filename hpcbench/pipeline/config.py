@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from hpcbench.allocation import ALLOCATORS, SCHEDULES
-from hpcbench.allocation.milp import SOLVERS
 from hpcbench.collectives.link_config import LinkConfig
+from hpcbench.pipeline.adaptive import START
 from hpcbench.runtime import config as _config
-from hpcbench.runtime.config import ConfigError, Strict
+from hpcbench.runtime.config import ConfigError, Strict, short_repr, strategy_section
+from hpcbench.runtime.registry import Registry
 from hpcbench.traces.speed import check_speed_spec
 
 __all__ = ["ModelConfig", "DevicesConfig", "LinkConfig", "AdaptiveConfig", "PipelineConfig", "load_config",
-           "flatten_keys", "ConfigError"]
+           "flatten_keys", "ConfigError", "AllocatorEntry"]
+
+#: the runner's allocators: the registered ones, and ``adaptive`` (run-time re-balancing from ``START``'s split,
+#: :mod:`hpcbench.pipeline.adaptive`; its keys are the ``adaptive`` section)
+PIPELINE_ALLOCATORS = Registry("allocator", {**ALLOCATORS, "adaptive": ALLOCATORS[START]})
+#: one ``allocators`` entry: an allocator's section ``{name: NAME, ...its options}``, or its name
+AllocatorEntry, _ = strategy_section(PIPELINE_ALLOCATORS, "allocators")
+_ALLOCATOR_SECTION = TypeAdapter(AllocatorEntry)
+#: keys that were top-level and are an allocator's options now: old key -> (allocator, option)
+_MOVED = {"milp_time_limit_s": ("sky-milp", "time_limit_s"), "milp_solver": ("sky-milp", "solver")}
 
 
 class ModelConfig(Strict):
@@ -85,13 +95,12 @@ class PipelineConfig(Strict):
     warmup: int = Field(1, ge=0)
     lr: float = Field(0.01, gt=0.0)
     schedule: str = "gpipe"
-    allocators: list[str] = ["even", "optimal"]
+    allocators: list[AllocatorEntry] = Field(
+        [_ALLOCATOR_SECTION.validate_python("even"), _ALLOCATOR_SECTION.validate_python("optimal")],
+        description="allocators run side by side, each a name or its section with its options, e.g. "
+                    "[even, {name: sky-milp, time_limit_s: 60, solver: highs}]")
     compute: Literal["real", "emulated"] = "real"
     time_dilation: float = Field(1.0, ge=1.0)
-    milp_time_limit_s: float = Field(300.0, gt=0.0)
-    milp_solver: str = Field("cbc", description=(
-        "solver of sky-milp (allocation.milp.SOLVERS): cbc (PuLP's bundled CBC, Sky's fallback when Gurobi is "
-        "absent) or highs"))
     devices: DevicesConfig = DevicesConfig()
     link: LinkConfig = LinkConfig(bandwidth="1Gbit")
     """point-to-point links between stages (train's link section; trace_* keys are refused: constant rates)"""
@@ -118,16 +127,21 @@ class PipelineConfig(Strict):
     def _schedule(cls, v):
         return SCHEDULES.check(v)
 
-    _milp_solver = field_validator("milp_solver")(SOLVERS.checker())
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data):
+        for old, (allocator, option) in _MOVED.items():
+            if isinstance(data, dict) and old in data:
+                raise ValueError(f"{old}: {short_repr(data[old])}: this is an option of the {allocator} allocator "
+                                 f"now, in its own section: allocators: [..., {{name: {allocator}, {option}: "
+                                 f"{short_repr(data[old])}}}]")
+        return data
 
     @field_validator("allocators")
     @classmethod
     def _allocators(cls, v):
         if not v:
             raise ValueError("give at least one allocator")
-        for a in v:
-            if a != "adaptive":     # run-time re-balancing (pipeline/adaptive.py), beside the registered ones
-                ALLOCATORS.check(a)
         return v
 
     @model_validator(mode="after")

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from hpcbench.pipeline.declaration import PIPELINE
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point
 from hpcbench.runtime.texttable import fmt
@@ -70,7 +71,7 @@ class PipelineJob(Job):
     """Pipeline-parallel training of a BERT-style model, one stage per rank, under the shared lifecycle."""
 
     prog = "hpcbench pipeline"
-    kind = "pipeline"
+    kind = PIPELINE.kind
     description = ("Train a BERT-style encoder stack as a pipeline (one stage per MPI rank) under each\n"
                    "configured layer allocator (even, sky-dynamic, sky-milp, optimal, adaptive) side by side,\n"
                    "on heterogeneous (emulated or stretched) devices; writes HDF5.")
@@ -104,9 +105,11 @@ class PipelineJob(Job):
         import torch
 
         from hpcbench.allocation import Instance, allocate
+        from hpcbench.pipeline.adaptive import START
         from hpcbench.pipeline.devices import memory_caps, speed_factors
         from hpcbench.pipeline.model import build_layers
         from hpcbench.pipeline.profiler import profile_layers, profile_links
+        from hpcbench.runtime.config import section_options
         from hpcbench.runtime.dilation import TimeDilation
         from hpcbench.runtime.wait import sleep_bcast
 
@@ -146,11 +149,10 @@ class PipelineJob(Job):
         if comm.rank == 0:
             try:
                 allocs = {}
-                for name in cfg.allocators:
-                    opts = ({"time_limit_s": cfg.milp_time_limit_s, "solver": cfg.milp_solver}
-                            if name == "sky-milp" else {})
-                    base = "even" if name == "adaptive" else name
-                    allocs[name] = allocate(base, self.instance, cfg.schedule, **opts)
+                for section in cfg.allocators:
+                    name = section.name
+                    base = START if name == "adaptive" else name
+                    allocs[name] = allocate(base, self.instance, cfg.schedule, **section_options(section))
             except InputError as exc:
                 error = f"allocators: {exc}"
         allocs, error = sleep_bcast(comm, (allocs, error))

@@ -8,7 +8,7 @@ rank with a :class:`~hpcbench.policies.base.PolicyContext` and the step's
 :class:`~hpcbench.policies.telemetry.Telemetry`); a hook returns a
 :class:`~hpcbench.policies.decision.Decision` or
 :class:`~hpcbench.policies.decision.Vote`, which the runner makes collective
-and applies (``hpcbench/train/policyhook.py``). This package is core: it
+and applies (``hpcbench/train/adaptation/policyhook.py``). This package is core: it
 imports no runner and no MPI.
 """
 

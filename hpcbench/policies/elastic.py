@@ -6,7 +6,7 @@ schedule, through ``ResizeClusterFromURL`` at the end of a step. This policy
 keeps that rule in hpcbench's policy contract: key ``k`` of the schedule
 holds from step ``k`` on (counting from 0, as ``batch_schedule``), decided in
 ``after_step`` of step ``k - 1`` and applied by the runner before step ``k``
-(``hpcbench/train/elastic.py``); key 0 is the worker count of the first step
+(``hpcbench/train/adaptation/elastic.py``); key 0 is the worker count of the first step
 (the runner starts with it, so it costs no resize). Every rank decides the
 same from the step count (``agreement: consensus``).
 """

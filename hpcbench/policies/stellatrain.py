@@ -27,10 +27,12 @@ so its controller is not connected there):
   does not: its CPU optimizer keeps the user's learning rate and averages
   the workers' gradients (``modules/cpu_optimize.cpp``) whatever the batch
   sizes the controller chose; hence off by default;
-- ``estimator``: ``delivered`` (default; :class:`hpcbench.controller.DeliveredBandwidthEstimator`,
+- ``estimator``: a name or a section with the estimator's own options:
+  ``delivered`` (default; :class:`hpcbench.controller.DeliveredBandwidthEstimator`,
   the link's rate while busy, read from the transfers' own seconds on the
-  wire) or ``stellatrain`` (its 100 ms-bin meter and wait rule, which read
-  far below the link with hpcbench's few whole-bucket messages).
+  wire; ``window``) or ``stellatrain`` (its 100 ms-bin meter and wait rule,
+  which read far below the link with hpcbench's few whole-bucket messages;
+  ``reading``).
 
 The gradient messages the rate search counts are the runner's buckets
 (``PolicyContext.message_elements``): one message per bucket where
@@ -40,13 +42,14 @@ synchroniser compresses and sends whole buckets).
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Any, Union
 
 import numpy as np
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from hpcbench.policies.base import Policy, PolicyConfig, PolicyContext
 from hpcbench.policies.decision import Decision
+from hpcbench.runtime.config import section_options, short_repr, validate_section
 
 __all__ = ["StellaTrain"]
 
@@ -65,13 +68,10 @@ class StellaTrain(Policy):
                                                                       "step 0 until the first rate decision")
         solver: str = Field("exact", description="batch solver: exact or nelder-mead (hpcbench.controller "
                                                  "BATCH_SOLVERS; both without StellaTrain's learned penalty)")
-        estimator: str = Field("delivered", description="bandwidth estimator (hpcbench.controller ESTIMATORS): "
-                                                         "delivered (bytes over the transfers' seconds on the "
-                                                         "wire, median of 5 steps) or stellatrain (its meter "
-                                                         "and wait rule)")
-        reading: Literal["peak", "mean"] = Field("peak", description="estimator stellatrain: receive throughput "
-                                                                      "read from the meter: busiest 100 ms bin "
-                                                                      "(StellaTrain) or 1 s mean")
+        estimator: Any = Field("delivered", validate_default=True, description=(
+            "bandwidth estimator (hpcbench.controller ESTIMATORS), a name or its section {name: NAME, ...its "
+            "options}: delivered (bytes over the transfers' seconds on the wire, median of `window` steps, 5) or "
+            "stellatrain (its meter and wait rule; `reading`: peak, the busiest 100 ms bin, or mean, 1 s)"))
         effective_after: PositiveInt = Field(3, description="a decision applies from the most advanced worker's "
                                                             "step plus this (StellaTrain: 3)")
         scale_lr: bool = Field(False, description="learning rate x global batch / starting global batch with every "
@@ -80,12 +80,21 @@ class StellaTrain(Policy):
         reoptimise_every: PositiveInt = Field(100, description="running decisions between batch optimisations "
                                                                "(StellaTrain: 100)")
 
+        @model_validator(mode="before")
+        @classmethod
+        def _moved_keys(cls, data):
+            if isinstance(data, dict) and "reading" in data:
+                raise ValueError(f"reading: {short_repr(data['reading'])}: an option of the stellatrain estimator "
+                                 f"now, in its section: estimator: {{name: stellatrain, reading: "
+                                 f"{short_repr(data['reading'])}}}")
+            return data
+
         @field_validator("estimator")
         @classmethod
         def _estimator(cls, v):
-            from hpcbench.controller.estimators import ESTIMATORS
+            from hpcbench.controller.estimators import ESTIMATOR_SECTION     # the controller imports scipy: later
 
-            return ESTIMATORS.check(v)
+            return validate_section(ESTIMATOR_SECTION, v, "estimator")
 
         @field_validator("solver")
         @classmethod
@@ -126,8 +135,7 @@ class StellaTrain(Policy):
         self.base_lr, self.base_batch = ctx.learning_rate, int(np.sum(ctx.batch_sizes))
         timing = replace(STELLATRAIN_TIMING, effective_after=c.effective_after, reoptimise_every=c.reoptimise_every)
         wire = WireModel(tuple(ctx.message_elements) or (1,))
-        kind = ESTIMATORS[c.estimator]
-        estimator = kind(reading=c.reading) if c.estimator == "stellatrain" else kind()
+        estimator = ESTIMATORS[c.estimator.name](**section_options(c.estimator))
         self.controller = Controller(wire, upper.tolist(), start.tolist(), 1.0 - c.initial_ratio, lower=lower.tolist(),
                                      solver=c.solver, timing=timing, estimator=estimator)
         return Decision(compress_ratio=c.initial_ratio, reason="initial compression ratio")

@@ -13,7 +13,7 @@ hpcbench: ``at_step: K`` is that rule (the job's first ``sync`` entry, e.g.
 ``{name: sma, alpha: 0.1}``, until step ``K - 1``; ``to`` from step ``K``);
 the training runner's ``sync`` applier completes the step in flight and
 broadcasts rank 0's model before the first step of the new synchroniser
-(``train/decisions.py``), as ``AdaSGDHook`` does. hpcbench adds a second
+(``train/adaptation/decisions.py``), as ``AdaSGDHook`` does. hpcbench adds a second
 rule, ``signal``/``threshold``: switch after ``patience`` consecutive
 observed steps on which the signal is below (or above) the threshold. The
 signal is a monitor output (``variance_trace_grad_variance``: the trace of

@@ -1,6 +1,6 @@
 """One training step's telemetry, as the step loop hands it to its hooks and policies.
 
-Runners fill it (the training runner's step loop, :mod:`hpcbench.train.loop`);
+Runners fill it (the training runner's step loop, :mod:`hpcbench.train.steps.loop`);
 policies and other hooks read it. It holds numbers only: no communicator, no
 model, nothing a policy could use to communicate behind the loop's back.
 """
@@ -27,7 +27,7 @@ class Telemetry:
         Epoch of the step's first sample (0 when the data has no epochs).
     fields : tuple of str
         Names of the per-rank numbers (the training runner's
-        ``hpcbench.train.tables.STEP_FIELDS``: ``compute_s``, ``comm_span_s``,
+        ``hpcbench.train.reporting.tables.STEP_FIELDS``: ``compute_s``, ``comm_span_s``,
         ``exposed_s``, ``monitor_s``, ``step_s`` in modelled seconds,
         ``loss``, ``local_sq_norm``; then, with telemetry, the fields of
         :class:`hpcbench.telemetry.TelemetryRecord`, see :meth:`records`).

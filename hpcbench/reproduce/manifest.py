@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hpcbench.reproduce.expression import Expression, ExpressionError, parse
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["ManifestError", "Tier", "TIERS", "RUNNERS", "FromResults", "Point", "Job", "Analysis", "Claim",
+__all__ = ["ManifestError", "Tier", "TIERS", "runners", "FromResults", "Point", "Job", "Analysis", "Claim",
            "Figure", "Manifest", "load_manifest", "ROOT"]
 
 #: The repository root: config files and analysis scripts are named relative to it.
@@ -54,11 +54,15 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 Tier = Literal["quick", "full"]
 TIERS: tuple[str, ...] = ("quick", "full")
 
-#: ``hpcbench`` subcommands that run one MPI job writing one results file (``--output``), and how
-#: they take settings: ``config`` (a YAML job file and ``--dotted.key VALUE`` parsed as YAML) or
-#: ``flags`` (plain argparse flags)
-RUNNERS: dict[str, str] = {"fl": "config", "pipeline": "config", "train": "config",
-                           "collectives": "flags", "compress": "flags", "costmodel": "flags"}
+
+
+def runners() -> dict[str, str]:
+    """``hpcbench`` subcommands that run one MPI job writing one results file (``--output``), and how they take
+    settings: ``config`` (a YAML job file and ``--dotted.key VALUE`` parsed as YAML) or ``flags`` (plain
+    argparse flags); each runner declares it (:class:`hpcbench.results.kinds.RunnerKind` ``settings``)."""
+    from hpcbench.cli import load_declarations
+
+    return {name: d.settings for name, d in load_declarations().items() if d.settings is not None}
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -175,8 +179,9 @@ class Job(_Model):
     @field_validator("runner")
     @classmethod
     def _runner(cls, v):
-        if v not in RUNNERS:
-            raise ValueError(f"unknown runner {v!r}; choose from {', '.join(RUNNERS)}")
+        known = runners()
+        if v not in known:
+            raise ValueError(f"unknown runner {v!r}; choose from {', '.join(known)}")
         return v
 
     @field_validator("config")
@@ -190,7 +195,7 @@ class Job(_Model):
     def _consistent(self):
         if isinstance(self.seeds, dict) and set(self.tiers) - set(self.seeds):
             raise ValueError(f"seeds: no seeds for tier {sorted(set(self.tiers) - set(self.seeds))[0]!r}")
-        if self.config is not None and RUNNERS[self.runner] != "config":
+        if self.config is not None and runners()[self.runner] != "config":
             raise ValueError(f"runner {self.runner!r} takes flags, not a config file (config: {self.config!r})")
         names = [p.name for p in self.points if p.name]
         if len(set(names)) != len(names):

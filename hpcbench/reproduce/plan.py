@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench.reproduce.manifest import ROOT, RUNNERS, FromResults, Job, Manifest, ManifestError, Point
+from hpcbench.reproduce.manifest import ROOT, FromResults, Job, Manifest, ManifestError, Point, runners
 
 __all__ = ["Run", "Drawing", "Plan", "make_plan", "render_value"]
 
@@ -85,7 +85,7 @@ class Run:
 
         ``resolved`` gives the value of every :class:`FromResults` override.
         """
-        style = RUNNERS[self.job.runner]
+        style = runners()[self.job.runner]
         out = ["-m", "hpcbench.cli", self.job.runner]
         if self.job.config:
             out.append(self.job.config)

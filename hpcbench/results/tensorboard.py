@@ -8,8 +8,8 @@ the same series. Every run is one TensorBoard run: the event files go to
 process that holds the results file, and the scalars are the rows it appends
 (:meth:`hpcbench.results.ResultsFile.observe`).
 
-Which columns become scalars is declared per runner kind and table in
-:data:`SCALAR_TABLES`: the step column (round, step, iteration, message size),
+Which columns become scalars each runner declares per table
+(:class:`hpcbench.results.kinds.RunnerKind` ``scalar_tables``): the step column (round, step, iteration, message size),
 the string columns that split a column into series (one tag per
 synchroniser, implementation, allocator) and the value columns (accuracy,
 loss, virtual time, throughput, busbw...). NaN values (rounds that were not
@@ -23,65 +23,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, NamedTuple
 
 import numpy as np
 
+from hpcbench.results.kinds import KINDS, ScalarSpec
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["ScalarSpec", "SCALAR_TABLES", "Scalar", "scalars", "require_tensorboard", "ScalarLog", "TensorBoardObserver",
+__all__ = ["ScalarSpec", "Scalar", "scalars", "require_tensorboard", "ScalarLog", "TensorBoardObserver",
            "attach", "export", "run_logdir"]
-
-
-@dataclass(frozen=True)
-class ScalarSpec:
-    """How one results table becomes TensorBoard series.
-
-    Attributes
-    ----------
-    step : str or None
-        Integer column giving each row's step; None: the row's number in the table.
-    groups : tuple of str
-        Columns whose values (``:g`` for numbers) are appended to the tag, one
-        series per combination (``results/busbw/ring``).
-    values : tuple of str
-        Columns written as scalars, tag ``TABLE/COLUMN[/GROUP...]``; columns a
-        file lacks (an older version, the other FL mode) are skipped.
-    """
-
-    step: str | None
-    groups: tuple[str, ...]
-    values: tuple[str, ...]
-
-
-_FL_ROUND = ("test_accuracy", "test_loss", "train_loss", "virtual_time_s", "round_duration_s", "round_wall_s",
-             "wall_time_s", "participants", "stragglers", "dropouts", "learning_rate", "buffered",
-             "mean_staleness", "in_flight")
-
-#: (runner kind, table) -> what it writes; a table not named here writes nothing
-SCALAR_TABLES: dict[tuple[str, str], ScalarSpec] = {
-    ("fl", "rounds"): ScalarSpec("round", (), _FL_ROUND),
-    ("train", "steps"): ScalarSpec("step", ("sync", "variant"),
-                                   ("loss", "step_s", "samples_per_s_worker", "samples_per_s_total", "compute_s",
-                                    "comm_span_s", "comm_exposed_s", "hidden_fraction")),
-    ("train", "iterations"): ScalarSpec("iteration", ("sync", "variant"), ("img_per_s_worker", "accuracy")),
-    ("train", "summary"): ScalarSpec(None, ("sync", "variant"),
-                                     ("img_per_s_worker", "img_per_s_total", "efficiency", "predicted_efficiency",
-                                      "monitor_overhead", "final_accuracy")),
-    ("pipeline", "iterations"): ScalarSpec("iteration", ("allocator",), ("time_s", "loss", "bubble_fraction")),
-    ("pipeline", "allocations"): ScalarSpec(None, ("allocator",),
-                                            ("predicted_iteration_s", "measured_iteration_s", "solve_s")),
-    ("collectives", "results"): ScalarSpec("size", ("impl",), ("busbw", "algbw", "time", "p50", "p99", "vs_mpi")),
-    ("collectives", "overlap"): ScalarSpec("size", ("transport",), ("hidden", "t_comm", "t_compute", "t_overlap")),
-    ("compress", "local"): ScalarSpec("size_bytes", ("compressor",),
-                                      ("compress_s", "decompress_s", "throughput", "recall")),
-    ("compress", "allreduce"): ScalarSpec("size_bytes", ("compressor", "output", "link"),
-                                          ("time", "dense_time", "speedup", "wire_bytes")),
-    ("compress", "convergence"): ScalarSpec(None, ("compressor",), ("final_loss", "test_accuracy")),
-    ("costmodel", "results"): ScalarSpec("size", ("algorithm", "link", "alpha"), ("measured", "predicted", "ratio")),
-}
 
 
 class Scalar(NamedTuple):
@@ -121,7 +72,8 @@ def scalars(kind: str, table: str, rows: Mapping[str, np.ndarray], first_row: in
     Scalar
         Finite values only; ``row`` indexes ``rows``.
     """
-    spec = SCALAR_TABLES.get((kind, table))
+    declared = KINDS.get(kind)
+    spec = declared.scalar_tables.get(table) if declared is not None else None
     if spec is None or not rows:
         return
     n = len(next(iter(rows.values())))
@@ -244,7 +196,7 @@ def attach(results, run_dir, kind: str, config_yaml: str) -> TensorBoardObserver
         The run's folder, :func:`run_logdir` of ``--tensorboard``'s directory,
         as the lifecycle checked and locked it (a declared output).
     kind : str
-        The runner kind (:data:`SCALAR_TABLES`).
+        The runner kind (its declared scalar tables, :data:`hpcbench.results.kinds.KINDS`).
     config_yaml : str
         The run's config, written once as text.
 
@@ -297,7 +249,9 @@ def export(path, logdir) -> tuple[Path, int]:
             start = str(h5.attrs.get("start_time", ""))
             if "schema_version" not in h5.attrs:
                 raise InputError(f"{str(path)!r} is not an hpcbench results file (no schema_version)")
-            tables = {name: read_table(h5, name) for (k, name) in SCALAR_TABLES if k == kind and name in h5}
+            declared = KINDS.get(kind)
+            tables = {name: read_table(h5, name) for name in (declared.scalar_tables if declared else ())
+                      if name in h5}
     except OSError as exc:
         raise InputError(f"cannot read {str(path)!r}: {exc}") from None
     try:

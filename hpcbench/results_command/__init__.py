@@ -15,7 +15,8 @@ A plain command (no MPI job). Actions, one module each (``add_parser`` and
 Exit status 0 on success, 2 on bad input (a missing or foreign file, an
 existing output without ``--overwrite``), naming the file. A run's state
 comes from :func:`hpcbench.results.status.run_status` and its headline
-figures from :mod:`hpcbench.results.headlines`, the one place each.
+figures from :mod:`hpcbench.results.headlines`, the one place each (with
+the runners' declarations, loaded through :data:`hpcbench.cli.SUBCOMMANDS`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``hpcbench results ...``; returns the exit status (0 done, 2 bad input)."""
+    from hpcbench.cli import load_declarations
+
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    load_declarations()     # what each runner's files hold: their headline figures and scalars
     try:
         return int(importlib.import_module(ACTIONS[args.action]).run(args) or 0)
     except InputError as exc:

@@ -32,7 +32,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from hpcbench.runtime.bounded import ExpansionError, short_repr, yaml_node_size
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["ConfigError", "Strict", "StrategyConfig", "strategy_section", "load_config", "flatten_keys", "keys_help",
+__all__ = ["ConfigError", "Strict", "StrategyConfig", "strategy_section", "section_options", "validate_section", "load_config", "flatten_keys", "keys_help",
            "attribute_docstrings", "field_description",
            "short_repr", "add_config_arguments", "config_overrides", "read_yaml_mapping", "load_yaml_text", "parse_finite",
            "finite_float", "MAX_CONFIG_BYTES", "MAX_CONFIG_VALUES"]
@@ -67,6 +67,11 @@ class StrategyConfig(Strict):
     """Base of a strategy's config section (a strategy with no keys uses it as is)."""
 
 
+def _title(entry, name: str) -> str:
+    """A class's name, or the CamelCase of a registered name (``sky-milp`` -> ``SkyMilp``) for an entry object."""
+    return entry.__name__ if isinstance(entry, type) else "".join(w.title() for w in name.replace("_", "-").split("-"))
+
+
 def strategy_section(registry: Mapping[str, type], key: str, default: str | None = None,
                      shorthand: Callable[[str], dict] | None = None):
     """The config field of a strategy registry: ``{name: NAME, ...NAME's own keys}``.
@@ -82,7 +87,8 @@ def strategy_section(registry: Mapping[str, type], key: str, default: str | None
     Parameters
     ----------
     registry : mapping of str to class
-        Name to a strategy class with a ``Config`` attribute (a
+        Name to a strategy class (or a registry entry, such as a layer
+        allocator's) with a ``Config`` attribute (a
         :class:`hpcbench.runtime.registry.Registry`: an unknown name is its
         message, listing the registered ones).
     key : str
@@ -98,7 +104,7 @@ def strategy_section(registry: Mapping[str, type], key: str, default: str | None
     (annotation, default instance or None)
         For a pydantic field ``key: annotation = default``.
     """
-    sections = {name: create_model(f"{cls.__name__}Section", __base__=cls.Config,
+    sections = {name: create_model(f"{_title(cls, name)}Section", __base__=cls.Config,
                                    __doc__=cls.Config.__doc__,
                                    name=(Literal[name], Field(name, description=f"{key} strategy")))
                 for name, cls in registry.items()}
@@ -117,6 +123,29 @@ def strategy_section(registry: Mapping[str, type], key: str, default: str | None
     annotation = Annotated[Union[tuple(sections.values())], Field(discriminator="name"),
                            BeforeValidator(_named)]
     return annotation, sections[default]() if default is not None else None
+
+
+def section_options(section: BaseModel) -> dict:
+    """The keyword arguments a strategy's section gives its method: every key but ``name``."""
+    return section.model_dump(exclude={"name"})
+
+
+def validate_section(adapter, value, key: str):
+    """``value`` validated by ``adapter`` (a ``TypeAdapter`` of a :func:`strategy_section`), for a validator
+    or a method that builds a section on demand.
+
+    Raises
+    ------
+    ValueError
+        ``KEY: NAME.OPTION: what is wrong`` for the first error (an unknown name: the registry's message).
+    """
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ValueError(f"{key}: {where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}") \
+            from None
 
 
 def parse_finite(text: str) -> float:

@@ -185,7 +185,7 @@ class Synchroniser(ABC):
             The step's buckets.
         order : sequence of int
             Start order, the same on every rank
-            (:func:`hpcbench.train.priority.priority_order`).
+            (:func:`hpcbench.train.synchronisation.priority.priority_order`).
         clock : callable
             ``clock() -> float`` seconds for the start and completion times.
 
@@ -208,7 +208,7 @@ class Synchroniser(ABC):
 
         Parameters
         ----------
-        profile : hpcbench.train.profile.ComputeProfile
+        profile : hpcbench.train.steps.profile.ComputeProfile
             Its ``copy_s``, ``scale_s`` and ``axpy_s`` (seconds per pass over
             the flat model).
 
@@ -216,7 +216,7 @@ class Synchroniser(ABC):
         -------
         float
             Seconds; the emulated worker sleeps them after :meth:`wait`,
-            where the real worker mixes (:mod:`hpcbench.train.emulated`).
+            where the real worker mixes (:mod:`hpcbench.train.steps.emulated`).
             0 for a synchroniser that averages gradients or is wrapped (it
             mixes nothing).
 

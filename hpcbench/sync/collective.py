@@ -11,9 +11,8 @@ is a synchroniser without any line here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from hpcbench.collectives import iallreduce
+from hpcbench.runtime.config import section_options
 from hpcbench.sync.base import Synchroniser
 
 __all__ = ["CollectiveSync", "for_algorithm"]
@@ -34,31 +33,24 @@ class CollectiveSync(Synchroniser):
     switches_algorithm = True
 
     def use_algorithm(self, algorithm):
-        """Switch to ``algorithm``: a registered name, ``"auto"``, or a mapping ``{name: weighted_shards,
-        weights: [...]}`` (one shard weight per rank, see :func:`hpcbench.collectives.allreduce`). A resize of
-        an elastic run rebuilds the synchroniser with the name alone (the weights were one per old rank).
+        """Switch to ``algorithm``: a registered name, ``"auto"``, or the algorithm's section ``{name: NAME,
+        ...its options}`` (validated by its ``Config``: e.g. ``{name: weighted_shards, weights: [...]}``, one
+        shard weight per rank, see :func:`hpcbench.collectives.allreduce`). A resize of an elastic run rebuilds
+        the synchroniser with the name alone (the weights were one per old rank).
 
         Raises
         ------
         ValueError
-            An unknown name, an option other than ``weights``, or weights for another algorithm.
+            An unknown name (the registry's message), an option the algorithm does not declare, or a bad value.
         """
-        from hpcbench.collectives.algorithms import ALGORITHMS, names
+        if algorithm == "auto":
+            self.algorithm, self.algorithm_options = "auto", {}
+            return
+        from hpcbench.collectives.algorithms import section_of
 
-        names()     # loads the registry
-        options = {}
-        if isinstance(algorithm, Mapping):
-            options = {k: v for k, v in algorithm.items() if k != "name"}
-            algorithm = algorithm.get("name")
-            extra = sorted(set(options) - {"weights"})
-            if extra:
-                raise ValueError(f"algorithm: unknown option {extra[0]!r} (only weights)")
-            if "weights" in options:
-                if algorithm != "weighted_shards":
-                    raise ValueError(f"algorithm: weights are for weighted_shards, not {algorithm!r}")
-                options["weights"] = tuple(float(w) for w in options["weights"])
-        self.algorithm = algorithm if algorithm == "auto" else ALGORITHMS.check(algorithm)
-        self.algorithm_options = options
+        section = section_of(algorithm)
+        self.algorithm = section.name
+        self.algorithm_options = {k: v for k, v in section_options(section).items() if v is not None}
 
     def start_ordered(self, flats, order, clock):
         from hpcbench.collectives.ordered import OrderedAllreduce

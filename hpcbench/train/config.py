@@ -1,7 +1,7 @@
 """Typed job configuration of ``python -m hpcbench.train`` (YAML, ``--dotted.key VALUE`` overrides).
 
 Allowed names come from the registries: models from
-:data:`hpcbench.train.models.MODELS`, synchronisers from
+:data:`hpcbench.train.workloads.models.MODELS`, synchronisers from
 :data:`hpcbench.sync.SYNCHRONISERS` (each ``sync`` entry is that class's own
 section, ``{name: sma, alpha: 0.1}``, or just its name), monitors from
 :data:`hpcbench.monitors.MONITORS`.
@@ -18,25 +18,16 @@ from hpcbench.policies import POLICIES
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, short_repr, strategy_section
 from hpcbench.sync import SYNCHRONISERS
-from hpcbench.train.stepclock import StepClockConfig
+from hpcbench.train.steps.stepclock import StepClockConfig
+from hpcbench.train.synchronisation.section import _RING, SyncEntry, SyncSection
 
 __all__ = ["LinkConfig", "ElasticConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
            "SyncSection", "PolicyEntry"]
 
-#: bucket schedules (:mod:`hpcbench.train.priority`)
+#: bucket schedules (:mod:`hpcbench.train.synchronisation.priority`)
 SCHEDULES = ("fifo", "priority")
 
 
-def _sync_shorthand(text: str) -> dict:
-    """``"ring:priority"`` -> ``{name: ring, schedule: priority}``; ``"ring"`` -> ``{name: ring}``."""
-    name, colon, schedule = text.partition(":")
-    return {"name": name, "schedule": schedule} if colon else {"name": name}
-
-
-#: one ``sync`` entry: a synchroniser's section, or its name (``NAME:SCHEDULE`` sets its schedule)
-SyncEntry, _RING = strategy_section(SYNCHRONISERS, "sync", "ring", shorthand=_sync_shorthand)
-#: validates one ``sync`` entry (a policy's decision to switch synchroniser names one)
-SyncSection = TypeAdapter(SyncEntry)
 #: one ``policies`` entry: a policy's section, or its name
 PolicyEntry, _ = strategy_section(POLICIES, "policies")
 _POLICY_SECTION = TypeAdapter(PolicyEntry)
@@ -176,7 +167,7 @@ class TrainConfig(Strict):
     progress: bool = Field(True, description="tqdm bar on rank 0")
     step_clock: StepClockConfig = Field(StepClockConfig(), description=(
         "measured (default) or modelled: real training whose steps are also timed by a model, the compute "
-        "profiled per batch plus the allreduce priced on a link (hpcbench.train.stepclock; figure 4 at more "
+        "profiled per batch plus the allreduce priced on a link (hpcbench.train.steps.stepclock; figure 4 at more "
         "workers than cores)"))
 
     @field_validator("speed")
@@ -196,7 +187,7 @@ class TrainConfig(Strict):
     @field_validator("model")
     @classmethod
     def _model(cls, v):
-        from hpcbench.train.models import MODELS
+        from hpcbench.train.workloads.models import MODELS
 
         return MODELS.check(v)
 
@@ -315,7 +306,7 @@ class TrainConfig(Strict):
                              f"{clock.profile_file!r} both give the compute per batch; give one")
 
     def _check_pipelined(self) -> None:
-        """The CPU sparse optimizer and staleness 1 (:mod:`hpcbench.train.pipelined`) run on a real CPU replica
+        """The CPU sparse optimizer and staleness 1 (:mod:`hpcbench.train.steps.pipelined`) run on a real CPU replica
         with FIFO buckets, without monitors or an elastic worker set."""
         for label, sec, schedule in self.sync_entries():
             keys = [k for k in ("optimizer", "staleness") if getattr(sec, k, None)]
@@ -359,9 +350,9 @@ class TrainConfig(Strict):
                              f"fixed); use hpcbench's synchronisers")
 
     def _check_policies(self) -> None:
-        from hpcbench.train.decisions import APPLIERS
-        from hpcbench.train.models import MODELS
-        from hpcbench.train.tables import STEP_FIELDS
+        from hpcbench.train.adaptation.decisions import APPLIERS
+        from hpcbench.train.workloads.models import MODELS
+        from hpcbench.train.reporting.tables import STEP_FIELDS
 
         for i, p in enumerate(self.policies):
             cls = POLICIES[p.name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
+from hpcbench.train.declaration import TRAIN
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, agree
 
@@ -15,7 +16,7 @@ class TrainJob(Job):
     """Data-parallel training (KungFu's synthetic benchmark, or the digits) under the shared lifecycle."""
 
     prog = "hpcbench train"
-    kind = "train"
+    kind = TRAIN.kind
     description = ("Data-parallel SGD on MPI ranks (one worker per rank): torchvision ResNet-18/50,\n"
                    "MobileNetV2, VGG16 on KungFu's synthetic images, or the digits; gradients synchronised\n"
                    "by each configured synchroniser in turn (hpcbench's allreduces with bucket overlap, MPI,\n"
@@ -32,7 +33,7 @@ class TrainJob(Job):
     def configure(self, args) -> None:
         from hpcbench.runtime.config import config_overrides
         from hpcbench.train.config import load_config
-        from hpcbench.train.models import MODELS
+        from hpcbench.train.workloads.models import MODELS
 
         overrides = config_overrides(args)
         self.cfg = cfg = load_config(args.config, overrides)
@@ -60,7 +61,7 @@ class TrainJob(Job):
 
     def _trains(self) -> bool:
         """Whether this rank runs the model: real compute, digits, or rank 0 profiling it."""
-        from hpcbench.train.models import MODELS
+        from hpcbench.train.workloads.models import MODELS
 
         cfg = self.cfg
         return (cfg.compute == "real" or (self.comm.rank == 0 and cfg.profile_file is None)
@@ -77,9 +78,9 @@ class TrainJob(Job):
         from hpcbench.runtime.dilation import TimeDilation
         from hpcbench.runtime.heap import trim_heap
         from hpcbench.runtime.wait import sleep_bcast
-        from hpcbench.train.buckets import BucketPlan
-        from hpcbench.train.models import MODELS
-        from hpcbench.train.priority import bucket_need_times
+        from hpcbench.train.synchronisation.buckets import BucketPlan
+        from hpcbench.train.workloads.models import MODELS
+        from hpcbench.train.synchronisation.priority import bucket_need_times
 
         cfg, comm = self.cfg, self.comm
         self.dilation = TimeDilation(cfg.time_dilation)
@@ -97,13 +98,13 @@ class TrainJob(Job):
         if self._trains():
             import torch
 
-            from hpcbench.train.data import build_data
+            from hpcbench.train.workloads.data import build_data
 
             torch.set_num_threads(1)
             self.data = build_data(self.task, cfg.batch_size, cfg.image_size, cfg.seed, comm, self.device.torch)
         prof, error = None, None
         if comm.rank == 0 and cfg.profile_file is not None:
-            from hpcbench.train.profile import load_profile
+            from hpcbench.train.steps.profile import load_profile
 
             try:
                 prof = load_profile(cfg.profile_file, cfg.model)
@@ -129,7 +130,7 @@ class TrainJob(Job):
 
     def _setup(self):
         """The typed pieces the loop, its hooks and the workers get (never this job)."""
-        from hpcbench.train.context import LinkCost, RunSettings, TrainSetup
+        from hpcbench.train.steps.context import LinkCost, RunSettings, TrainSetup
 
         cfg = self.cfg
         data = self.data
@@ -163,8 +164,8 @@ class TrainJob(Job):
     def _profile(self, batch: int | None = None):
         """Rank 0 times ``profile_steps`` steps of the model alone at per-worker ``batch`` (default batch_size)."""
         from hpcbench.runtime.devicetime import DeviceClock
-        from hpcbench.train.models import build_model
-        from hpcbench.train.profile import profile_compute
+        from hpcbench.train.workloads.models import build_model
+        from hpcbench.train.steps.profile import profile_compute
 
         cfg, data = self.cfg, self.data
         sizes = (batch or cfg.batch_size,) * self.comm.size
@@ -176,7 +177,7 @@ class TrainJob(Job):
         return profile_compute(model, batches, cfg.profile_steps, cfg.lr, DeviceClock(self.device))
 
     def _clock(self):
-        """``step_clock: {kind: modelled}``: rank 0's :class:`~hpcbench.train.stepclock.ModelledClock` (the
+        """``step_clock: {kind: modelled}``: rank 0's :class:`~hpcbench.train.steps.stepclock.ModelledClock` (the
         compute per batch timed here while the other ranks sleep, or read from ``profile_file``); None elsewhere.
         Collective (a failure on rank 0 is every rank's input error)."""
         import numpy as np
@@ -184,7 +185,7 @@ class TrainJob(Job):
         from hpcbench.collectives.cost import link_beta
         from hpcbench.collectives.linkmodel import parse_rate
         from hpcbench.runtime.wait import sleep_bcast
-        from hpcbench.train.stepclock import ClockProfile, ModelledClock, load_clock_profile
+        from hpcbench.train.steps.stepclock import ClockProfile, ModelledClock, load_clock_profile
 
         cfg, comm = self.cfg, self.comm
         c = cfg.step_clock
@@ -292,9 +293,9 @@ class TrainJob(Job):
 
     # -- run -----------------------------------------------------------------------------------------
     def run(self, results) -> int:
-        from hpcbench.train.hooks import FaultHook, Progress
-        from hpcbench.train.report import Report
-        from hpcbench.train.tables import make_tables
+        from hpcbench.train.steps.hooks import FaultHook, Progress
+        from hpcbench.train.reporting.report import Report
+        from hpcbench.train.reporting.tables import make_tables
 
         cfg, comm, setup = self.cfg, self.comm, self.setup
         monitor_columns = self.cfg.monitor_columns()
@@ -360,7 +361,7 @@ class TrainJob(Job):
             return None, None
         from hpcbench.results import Column
         from hpcbench.results.records import columns_of
-        from hpcbench.train.telemetryhook import TelemetryHook, telemetry_columns
+        from hpcbench.train.reporting.telemetryhook import TelemetryHook, telemetry_columns
 
         table = None
         if tables is not None:
@@ -395,10 +396,10 @@ class TrainJob(Job):
 
     def _loop(self, label: str, sync, schedule: str, job_hooks, telemetry=None):
         """One entry's loop: its context, its hooks (fault point, monitors, then rank 0's report and bar)."""
-        from hpcbench.train.context import BatchState, TrainContext
-        from hpcbench.train.hooks import LinkStepHook, MonitorHook
-        from hpcbench.train.loop import TrainLoop
-        from hpcbench.train.plan import MeasuredPlan
+        from hpcbench.train.steps.context import BatchState, TrainContext
+        from hpcbench.train.steps.hooks import LinkStepHook, MonitorHook
+        from hpcbench.train.steps.loop import TrainLoop
+        from hpcbench.train.steps.plan import MeasuredPlan
 
         cfg, comm = self.cfg, self.comm
         monitors = MonitorHook(cfg.monitor_entries(), cfg.monitor_interval, cfg.interleave_monitors)
@@ -409,7 +410,7 @@ class TrainJob(Job):
         fault, *rank0 = job_hooks
         policies = self._policies(label)
         if cfg.elastic is not None:
-            from hpcbench.train.elastic import ElasticRun
+            from hpcbench.train.adaptation.elastic import ElasticRun
 
             ctx.elastic = ElasticRun(comm, cfg.elastic.initial(comm.size), cfg.elastic.batch,
                                      self.tables["resizes"] if comm.rank == 0 else None, cfg.elastic.mode)
@@ -419,12 +420,12 @@ class TrainJob(Job):
         return TrainLoop(ctx, hooks, plan, policies, telemetry)
 
     def _policies(self, label: str):
-        """A fresh :class:`~hpcbench.train.policyhook.PolicyHook` of the configured policies for entry ``label``'s
+        """A fresh :class:`~hpcbench.train.adaptation.policyhook.PolicyHook` of the configured policies for entry ``label``'s
         run (one per run: policies keep state), or None without policies."""
         if not self.cfg.all_policies():
             return None
         from hpcbench.policies import POLICIES
-        from hpcbench.train.policyhook import PolicyHook
+        from hpcbench.train.adaptation.policyhook import PolicyHook
 
         built = [(name, POLICIES[s.name](s)) for name, s in self.cfg.all_policies()]
         return PolicyHook(built, self.comm)

@@ -29,7 +29,7 @@ def model_bytes(model: str, batch_size: int, image_size: int) -> tuple[int, int]
     """
     import torch
 
-    from hpcbench.train.models import MODELS
+    from hpcbench.train.workloads.models import MODELS
 
     spec = MODELS[model]
     with torch.device("meta"):
@@ -71,6 +71,6 @@ def memory_need(cfg, trains: bool) -> MemoryNeed:
 
 
 def _synthetic(model: str) -> bool:
-    from hpcbench.train.models import MODELS
+    from hpcbench.train.workloads.models import MODELS
 
     return MODELS[model].task == "synthetic"

@@ -24,17 +24,17 @@ def comm():
 def workers(monkeypatch):
     """Every replica the training loop builds on this rank (their models stay readable after the run; the last
     is the one that ended the run here)."""
-    from hpcbench.train import loop as loop_module
+    from hpcbench.train.steps import replica
 
     built = []
-    real = loop_module.build_worker
+    real = replica.build_worker
 
     def build(ctx, model=None):
         w = real(ctx, model)
         built.append(w)
         return w
 
-    monkeypatch.setattr(loop_module, "build_worker", build)
+    monkeypatch.setattr(replica, "build_worker", build)
     return built
 
 

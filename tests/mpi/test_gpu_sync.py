@@ -21,7 +21,7 @@ BATCH, STEPS, LR = 8, 3, 0.1
 
 @pytest.fixture(scope="module")
 def arrays():
-    from hpcbench.train.data import DigitsTask
+    from hpcbench.train.workloads.digits import DigitsTask
 
     return DigitsTask.load(0)
 
@@ -31,11 +31,11 @@ def _train(comm, arrays, name, device):
 
     from hpcbench.runtime.dilation import NO_DILATION
     from hpcbench.sync import Unavailable, build
-    from hpcbench.train.context import BatchState
-    from hpcbench.train.data import DigitsTask
-    from hpcbench.train.models import build_model
-    from hpcbench.train.profile import ComputeProfile
-    from hpcbench.train.worker import Worker
+    from hpcbench.train.steps.context import BatchState
+    from hpcbench.train.workloads.digits import DigitsTask
+    from hpcbench.train.workloads.models import build_model
+    from hpcbench.train.steps.profile import ComputeProfile
+    from hpcbench.train.steps.worker import Worker
 
     try:
         sync = build(name, comm, None, bucket_bytes=2000, device=device)
@@ -61,8 +61,8 @@ def _train(comm, arrays, name, device):
 @pytest.mark.parametrize("name", ["ring", "auto", "mpi", "ddp", "nccl"])
 def test_gpu_synchroniser_matches_one_process_on_the_global_batch(comm, arrays, name):
     from hpcbench.runtime.device import select_device
-    from hpcbench.train.data import DigitsTask
-    from hpcbench.train.models import build_model
+    from hpcbench.train.workloads.digits import DigitsTask
+    from hpcbench.train.workloads.models import build_model
 
     device = select_device(comm, "cuda")
     got = _train(comm, arrays, name, device)

@@ -13,11 +13,11 @@ import torch
 
 from hpcbench.runtime.dilation import NO_DILATION
 from hpcbench.sync import get
-from hpcbench.train.context import BatchState
-from hpcbench.train.data import DigitsTask
-from hpcbench.train.models import build_model
-from hpcbench.train.profile import ComputeProfile
-from hpcbench.train.worker import Worker
+from hpcbench.train.steps.context import BatchState
+from hpcbench.train.workloads.digits import DigitsTask
+from hpcbench.train.workloads.models import build_model
+from hpcbench.train.steps.profile import ComputeProfile
+from hpcbench.train.steps.worker import Worker
 
 BATCH, LR = 8, 0.1
 TOPK = {"name": "topk", "ratio": 0.1}

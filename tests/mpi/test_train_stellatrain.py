@@ -18,7 +18,7 @@ import torch
 from hpcbench.results import read_table
 from hpcbench.results.chrome_trace import validate
 from hpcbench.runtime.lifecycle import run
-from hpcbench.train import telemetryhook
+from hpcbench.train.reporting import telemetryhook
 from hpcbench.train.job import TrainJob
 
 ARGS = ["--model", "digits_mlp", "--warmup", "0", "--iterations", "2", "--batches_per_iter", "9", "--lr", "0.05",

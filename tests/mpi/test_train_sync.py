@@ -14,11 +14,11 @@ import torch
 
 from hpcbench.runtime.dilation import NO_DILATION
 from hpcbench.sync import Unavailable, get, names
-from hpcbench.train.context import BatchState
-from hpcbench.train.data import DigitsTask
-from hpcbench.train.models import build_model
-from hpcbench.train.profile import ComputeProfile
-from hpcbench.train.worker import Worker
+from hpcbench.train.steps.context import BatchState
+from hpcbench.train.workloads.digits import DigitsTask
+from hpcbench.train.workloads.models import build_model
+from hpcbench.train.steps.profile import ComputeProfile
+from hpcbench.train.steps.worker import Worker
 
 BATCH, STEPS, LR = 8, 3, 0.1
 ALLREDUCE = [n for n in names() if n not in ("sma", "pair")]   # every gradient-averaging synchroniser
@@ -246,7 +246,7 @@ def test_priority_schedule_trains_the_same_model_as_fifo(comm, arrays, name, mod
     parameters, bit for bit, as FIFO with one optimizer step after backward (and the forward of every step
     sees the updated parameters: the losses agree too)."""
     from hpcbench.monitors import build_monitor
-    from hpcbench.train.buckets import BucketPlan
+    from hpcbench.train.synchronisation.buckets import BucketPlan
 
     runs = []
     n = len(BucketPlan([p.numel() for p in build_model(model, 0).parameters()], 200).buckets)

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from hpcbench.bench.collectives.declaration import COLLECTIVES
 from hpcbench.bench.collectives.backends import BASELINES, OPS, REDOPS, Custom, custom_algorithms, make_buffers
 from hpcbench.bench.collectives.reference import DTYPES, ITEMSIZE, count_wrong, reference
 from hpcbench.runtime.errors import InputError
@@ -49,7 +50,7 @@ class CollectivesJob(Job):
     """
 
     prog = "hpcbench collectives"
-    kind = "collectives"
+    kind = COLLECTIVES.kind
     description = "Collective algorithms against MPI, gloo and Horovod."
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:

@@ -23,11 +23,11 @@ __all__ = ["train"]
 
 
 def _data(seed: int):
-    from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
+    from hpcbench.datasets.digits import read_digits
+
+    X, y = read_digits()
     return train_test_split(X, y, test_size=0.25, random_state=seed, stratify=y)
 
 

@@ -28,6 +28,7 @@ import argparse
 import math
 import os
 
+from hpcbench.bench.compress.declaration import COMPRESS
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job, fault_point, job_arguments
 from hpcbench.runtime.texttable import fmt
@@ -114,7 +115,7 @@ class CompressJob(Job):
     """``hpcbench compress``: compressed allreduce on modelled links (see the module docstring)."""
 
     prog = "hpcbench compress"
-    kind = "compress"
+    kind = COMPRESS.kind
     description = "Benchmark of gradient compression: local cost, selection quality, allreduce on modelled links."
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:

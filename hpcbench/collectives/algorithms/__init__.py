@@ -38,71 +38,14 @@ alpha-beta-gamma time over the link model of
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Callable
+import functools
 
-from hpcbench.runtime.registry import Registry
+from hpcbench.collectives.algorithms.registry import (ALGORITHMS, Algorithm, register, register_cost,
+                                                      register_links_cost, register_links_options,
+                                                      register_schedule)
 
-__all__ = ["Algorithm", "register", "register_schedule", "register_cost", "get", "find", "names",
-           "ALGORITHMS"]
-
-
-@dataclass(frozen=True)
-class Algorithm:
-    """A registered allreduce algorithm.
-
-    Attributes
-    ----------
-    name : str
-        Registry name (``allreduce(x, algorithm=name)``).
-    fn : callable
-        The generator function.
-    deterministic : bool
-        True when every element is reduced at exactly one rank in an order
-        fixed by the ranks alone, and the reduced bytes are copied to the
-        others (so results are bitwise identical on all ranks and across runs).
-    description : str
-        One line with the reference.
-    schedule : callable or None
-        The schedule of blocking calls on small buffers (see module
-        docstring), or None.
-    cost : callable or None
-        The alpha-beta-gamma cost model (see module docstring).
-    """
-
-    name: str
-    fn: Callable
-    deterministic: bool
-    description: str
-    schedule: Callable | None = None
-    cost: Callable | None = None
-
-
-ALGORITHMS: Registry[Algorithm] = Registry("allreduce algorithm")
-
-
-def register(name: str, deterministic: bool, description: str):
-    """Decorator adding a generator function to :data:`ALGORITHMS`."""
-    def deco(fn):
-        ALGORITHMS[name] = Algorithm(name, fn, deterministic, description)
-        return fn
-    return deco
-
-
-def register_schedule(name: str):
-    """Decorator attaching a schedule builder to the registered algorithm ``name``."""
-    def deco(fn):
-        ALGORITHMS[name] = replace(ALGORITHMS[name], schedule=fn)
-        return fn
-    return deco
-
-
-def register_cost(name: str):
-    """Decorator attaching a cost model to the registered algorithm ``name``."""
-    def deco(fn):
-        ALGORITHMS[name] = replace(ALGORITHMS[name], cost=fn)
-        return fn
-    return deco
+__all__ = ["Algorithm", "register", "register_schedule", "register_cost", "register_links_cost",
+           "register_links_options", "get", "find", "names", "check_options", "section_of", "ALGORITHMS"]
 
 
 def get(name: str) -> Algorithm:
@@ -129,6 +72,48 @@ def names() -> list[str]:
     order = ["ring", "rabenseifner", "recursive_doubling", "tree", "star", "binary_tree_star", "hierarchical",
              "weighted_shards"]
     return [n for n in order if n in ALGORITHMS] + sorted(set(ALGORITHMS) - set(order))
+
+
+def check_options(alg: Algorithm, options: dict, p: int) -> None:
+    """Refuse, before any message, options ``alg`` does not declare (its ``Config``) or whose values do not fit
+    ``p`` ranks (its ``check``).
+
+    Raises
+    ------
+    ValueError
+        Naming the option and the algorithm.
+    """
+    declared = [k for k in alg.Config.model_fields if k != "name"]
+    for key in options:
+        if key not in declared:
+            raise ValueError(f"{key}: the {alg.name} allreduce algorithm takes no option {key!r} (its options: "
+                             f"{', '.join(declared) or 'none'})")
+    if alg.check is not None:
+        alg.check(p, **options)
+
+
+@functools.lru_cache(maxsize=4)
+def _section(names_now: tuple):
+    from pydantic import TypeAdapter
+
+    from hpcbench.runtime.config import strategy_section
+
+    return TypeAdapter(strategy_section(ALGORITHMS, "algorithm")[0])
+
+
+def section_of(value):
+    """An algorithm's section ``{name: NAME, ...its options}`` (or its name) validated by the algorithm's ``Config``.
+
+    Raises
+    ------
+    ValueError
+        ``algorithm: ...``: an unknown name (the registry's message, listing the algorithms), an option the
+        algorithm does not declare, or a bad value.
+    """
+    from hpcbench.runtime.config import validate_section
+
+    _load()
+    return validate_section(_section(tuple(ALGORITHMS)), value, "algorithm")
 
 
 _loaded = False

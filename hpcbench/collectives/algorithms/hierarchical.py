@@ -22,7 +22,7 @@ on every rank and in every run (``deterministic``).
 from __future__ import annotations
 
 from hpcbench.collectives._core import partition, scratch_view, start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms.registry import register, register_cost
 from hpcbench.collectives.algorithms.tree_star import groups
 
 __all__ = ["hierarchical_allreduce", "hierarchical_cost", "hierarchical_levels_cost", "direct_reduce_scatter",

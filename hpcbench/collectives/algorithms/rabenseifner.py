@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from hpcbench.collectives._core import partition, scratch_view, start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost, register_schedule
+from hpcbench.collectives.algorithms.registry import register, register_cost, register_schedule
 from hpcbench.collectives.persistent import Span, Step
 
 __all__ = ["rabenseifner_allreduce", "rabenseifner_schedule", "rabenseifner_cost", "fold_in",

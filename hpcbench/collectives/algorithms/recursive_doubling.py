@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost, register_schedule
+from hpcbench.collectives.algorithms.registry import register, register_cost, register_schedule
 from hpcbench.collectives.algorithms.rabenseifner import (fold_cost, fold_in, fold_out, fold_setup,
                                                           real_rank)
 from hpcbench.collectives.persistent import Span, Step

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from hpcbench.collectives._core import is_inplace, partition, scratch_view
-from hpcbench.collectives.algorithms import register, register_cost, register_schedule
+from hpcbench.collectives.algorithms.registry import register, register_cost, register_schedule
 from hpcbench.collectives.persistent import Span, Step
 
 __all__ = ["ring_allreduce", "ring_schedule", "ring_phases", "ring_cost", "SEGMENT_BYTES"]

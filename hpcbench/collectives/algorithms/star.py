@@ -8,12 +8,14 @@ OSDI 2020. Cost ``2 (n-1) bytes / beta`` at the root (it is the bottleneck),
 
 from __future__ import annotations
 
+import numpy as np
+
 from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms.registry import register, register_cost, register_links_cost
 from hpcbench.collectives.algorithms._shapes import (reduce_then_bcast, star_bcast, star_bcast_cost,
                                                      star_reduce, star_reduce_cost)
 
-__all__ = ["star_allreduce", "star_cost"]
+__all__ = ["star_allreduce", "star_cost", "star_links_cost"]
 
 
 @register("star", deterministic=True,
@@ -34,3 +36,12 @@ def star_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
     modelled too it would be ``2 (p-1) m beta`` (KungFu's analysis)."""
     return (star_reduce_cost(nbytes, p, alpha, beta, gamma)
             + star_bcast_cost(nbytes, p, alpha, beta, gamma))
+
+
+@register_links_cost("star")
+def star_links_cost(nbytes: int, alpha: float, betas: np.ndarray) -> float:
+    """Seconds over links of different speeds, ``betas[r]`` s/byte of rank ``r``'s outgoing link
+    (:mod:`hpcbench.collectives.linkcost`)."""
+    p = betas.size
+    return star_reduce_cost(nbytes, p, alpha, float(betas[1:].max())) + star_bcast_cost(nbytes, p, alpha,
+                                                                                         float(betas[0]))

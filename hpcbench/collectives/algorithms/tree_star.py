@@ -9,7 +9,7 @@ then sends the result to its members. Mai et al., OSDI 2020.
 from __future__ import annotations
 
 from hpcbench.collectives._core import start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost
+from hpcbench.collectives.algorithms.registry import register, register_cost
 from hpcbench.collectives.algorithms._shapes import (star_bcast, star_bcast_cost, star_reduce,
                                                      star_reduce_cost, tree_bcast, tree_bcast_cost,
                                                      tree_reduce, tree_reduce_cost)

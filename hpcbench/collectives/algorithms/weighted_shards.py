@@ -36,15 +36,19 @@ rank (``deterministic``). Scratch: ``(p - 1)`` times this rank's shards.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from hpcbench.collectives._core import partition, scratch_view, start_allreduce
-from hpcbench.collectives.algorithms import register, register_cost, register_schedule
+from hpcbench.collectives.algorithms.registry import (register, register_cost, register_links_cost,
+                                                      register_links_options, register_schedule)
 from hpcbench.collectives.persistent import Span, Step
+from hpcbench.runtime.config import StrategyConfig
 
 __all__ = ["weighted_shards_allreduce", "weighted_shards_schedule", "weighted_shards_cost",
-           "weighted_shards_links_cost", "shard_weights", "shard_fractions", "shard_bounds", "CHUNK_BYTES"]
+           "weighted_shards_links_cost", "links_options", "Config", "check", "shard_weights", "shard_fractions", "shard_bounds", "CHUNK_BYTES"]
 
 #: target chunk of the pipeline in bytes (at least the persistent plans' largest buffer, so a planned
 #: call is one chunk and its schedule's messages are the generator's)
@@ -108,9 +112,27 @@ def shard_bounds(count: int, itemsize: int, p: int, weights=None) -> list[list[i
     return out
 
 
+class Config(StrategyConfig):
+    """Options of ``weighted_shards``."""
+
+    weights: Optional[tuple[float, ...]] = Field(None, description=(
+        "each rank's relative shard size (one per rank, >= 0, a positive sum; None: equal shards), e.g. "
+        "shard_weights(betas) for links of different speeds"))
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _floats(cls, v):
+        return v if v is None else tuple(float(w) for w in v)
+
+
+def check(p: int, weights=None) -> None:
+    """Refuse ``weights`` that are not ``p`` finite numbers >= 0 with a positive sum (``ValueError``)."""
+    shard_fractions(weights, p)
+
+
 @register("weighted_shards", deterministic=True,
           description="direct reduce-scatter + allgather with per-rank shard weights, pipelined in chunks "
-                      "(pairwise exchange, Thakur et al. 2005)")
+                      "(pairwise exchange, Thakur et al. 2005)", options=Config, check=check)
 def weighted_shards_allreduce(tr, tag, src, dst, red, ctx, weights=None, **_):
     """Weighted-shard allreduce of ``src`` into ``dst`` (module docstring).
 
@@ -214,6 +236,7 @@ def weighted_shards_schedule(n: int, rank: int, count: int, itemsize: int, inpla
     return steps
 
 
+@register_links_cost("weighted_shards")
 def weighted_shards_links_cost(nbytes, alpha, betas, weights=None, gamma=0.0) -> float:
     """Seconds of the pipelined weighted-shard allreduce over links of different speeds.
 
@@ -309,3 +332,9 @@ def shard_weights(betas) -> np.ndarray:
         active &= ~drop
     f = np.where(active, (t / b - 1.0) / (p - 2), 0.0)
     return f / f.sum()
+
+
+@register_links_options("weighted_shards")
+def links_options(betas) -> dict:
+    """The options for links of ``betas`` s/byte: ``{"weights": shard_weights(betas)}`` as a tuple of floats."""
+    return {"weights": tuple(float(w) for w in shard_weights(betas))}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcbench.datasets.digits import read_digits
 from hpcbench.fl.data.base import ClientShard, FederatedDataset
 from hpcbench.fl.data.partition import dirichlet_partition, iid_partition, sampled_partition
 
@@ -34,15 +35,12 @@ class DigitsDataset(FederatedDataset):
     def load_inputs(cfg, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(x_train, x_test, y_train, y_test)``: the seeded stratified split (float32, int64).
 
-        The one step that needs scikit-learn (0.75 s of imports); a job runs
+        The one step that needs scikit-learn's splitter (its import takes a second); a job runs
         it on rank 0 and broadcasts the arrays (:func:`hpcbench.fl.data.build_dataset`).
         """
-        from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
 
-        bunch = load_digits()
-        x = (bunch.data / 16.0).astype(np.float32)
-        y = bunch.target.astype(np.int64)
+        x, y = read_digits()
         return tuple(train_test_split(x, y, test_size=cfg.test_fraction, random_state=seed, stratify=y))
 
     def __init__(self, cfg, seed: int, inputs=None) -> None:

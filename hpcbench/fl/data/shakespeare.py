@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 from pathlib import Path
 
 import numpy as np
 
+from hpcbench.datasets.shakespeare import encode, read_text, vocabulary
 from hpcbench.fl.data.base import ClientShard, FederatedDataset
 
 __all__ = ["ShakespeareDataset", "split_by_role"]
@@ -67,23 +67,14 @@ class ShakespeareDataset(FederatedDataset):
     input_kind = "tokens"
 
     def __init__(self, cfg, seed: int, path: str | Path | None = None) -> None:
-        if path is None:
-            from hpcbench.data import data_path
-            path = data_path("shakespeare", "tinyshakespeare.txt.gz")
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"Shakespeare text {str(path)!r} not found")
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        text = raw.decode("utf-8")
-        self.vocab = sorted(set(text))
+        text = read_text(path)
+        self.vocab = vocabulary(text)
         self.num_classes = len(self.vocab)
-        lut = np.zeros(max(map(ord, self.vocab)) + 1, dtype=np.int64)
-        lut[[ord(c) for c in self.vocab]] = np.arange(len(self.vocab))
         self.seq_len = cfg.seq_len
         roles = split_by_role(text)
         train_parts, test_parts, offsets, names = [], [], [0], []
         for name, speech in roles.items():
-            codes = lut[np.frombuffer(speech.encode("utf-32-le"), dtype=np.uint32)]
+            codes = encode(speech, self.vocab)
             cut = int(len(codes) * (1.0 - cfg.test_fraction))
             if cut < cfg.seq_len + 2:
                 continue
@@ -92,7 +83,7 @@ class ShakespeareDataset(FederatedDataset):
             offsets.append(offsets[-1] + cut)
             names.append(name)
         if not names:
-            raise ValueError(f"no role in {str(path)!r} has {cfg.seq_len + 2} training characters")
+            raise ValueError(f"no role in {str(path or 'the bundled text')!r} has {cfg.seq_len + 2} training characters")
         import torch  # only the torch engines train character models
 
         self.roles = names

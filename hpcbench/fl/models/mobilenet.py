@@ -28,7 +28,7 @@ class MobileNetV2(Classifier, nn.Module, FLModel):
 
     def __init__(self, num_classes: int, width: float, input_size: int | None) -> None:
         super().__init__()
-        from hpcbench.train.tvimport import import_torchvision
+        from hpcbench.train.workloads.tvimport import import_torchvision
 
         try:
             tv = import_torchvision()

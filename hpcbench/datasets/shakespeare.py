@@ -1,0 +1,54 @@
+"""The bundled Shakespeare text (Karpathy's tiny-shakespeare, 1,115,394 characters, 65 distinct) and its codes.
+
+``hpcbench/data/shakespeare/tinyshakespeare.txt.gz`` (sources and licence in ``hpcbench/data/ATTRIBUTION.md``);
+the federated runner splits it by role (LEAF's Shakespeare task), the training runner into windows.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["read_text", "vocabulary", "encode", "BUNDLED"]
+
+#: the bundled text, relative to :data:`hpcbench.data.DATA_DIR`
+BUNDLED = ("shakespeare", "tinyshakespeare.txt.gz")
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled() -> str:
+    from hpcbench.data import data_path
+
+    return gzip.decompress(data_path(*BUNDLED).read_bytes()).decode("utf-8")
+
+
+def read_text(path: str | Path | None = None) -> str:
+    """The text of ``path`` (plain, or gzipped when it ends in ``.gz``), or the bundled text (read once).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` is not a file.
+    """
+    if path is None:
+        return _bundled()
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Shakespeare text {str(path)!r} not found")
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return raw.decode("utf-8")
+
+
+def vocabulary(text: str) -> list[str]:
+    """The text's distinct characters, sorted (index = class); 65 for the bundled text."""
+    return sorted(set(text))
+
+
+def encode(text: str, vocab: list[str]) -> np.ndarray:
+    """Each character's index in ``vocab`` (which must hold every character of ``text``), int64 shape ``(len,)``."""
+    lut = np.zeros(max(map(ord, vocab)) + 1, dtype=np.int64)
+    lut[[ord(c) for c in vocab]] = np.arange(len(vocab))
+    return lut[np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)]
