@@ -11,7 +11,7 @@ import torch
 
 from hpcbench.fl.asynchronous import FedBuffPlanner, fedbuff_sum, staleness_weight
 from hpcbench.fl.clock import ClientRegistry, VirtualClock
-from hpcbench.fl.settings import clock_settings
+from hpcbench.fl.config import clock_settings
 from hpcbench.fl.config import ConfigError, FLConfig, load_config
 from hpcbench.fl.uplink import UpdateCodec, model_tensors
 from hpcbench.traces.availability import AvailabilityTrace

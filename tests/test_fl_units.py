@@ -10,7 +10,7 @@ import pytest
 from hpcbench.fl.aggregation.fedavg import FedAvg, weighted_average
 from hpcbench.fl.contracts import ClientUpdates
 from hpcbench.fl.clock import ClientRegistry, VirtualClock
-from hpcbench.fl.settings import clock_settings
+from hpcbench.fl.config import clock_settings
 from hpcbench.fl.config import ConfigError, DatasetConfig, FLConfig, load_config
 from hpcbench.fl.data.partition import dirichlet_partition, iid_partition, sampled_partition
 from hpcbench.fl.executors.pool import assign_clients

@@ -9,6 +9,8 @@ scalars (``--rounds 5``, ``--traces.availability.format none``).
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
 
@@ -19,6 +21,7 @@ from hpcbench.fl.config_async import AsyncConfig
 from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
 from hpcbench.fl.data import check_dataset_name, dataset_class
 from hpcbench.fl.engines import AUTO, ENGINES, EngineJob, auto_engine
+from hpcbench.fl.settings import ClockSettings, FedBuffSettings, FLSettings, LocalTraining, RoundSettings
 from hpcbench.fl.limits import MAX_SAMPLE_GRADIENTS, sample_gradients
 from hpcbench.fl.models import MODELS, check_model_name, model_entry
 from hpcbench.fl.rounds import ROUND_DRIVERS
@@ -26,7 +29,7 @@ from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, strategy_section
 
-__all__ = ["ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
+__all__ = ["clock_settings", "fl_settings", "ConfigError", "DatasetConfig", "ModelConfig", "TraceConfig", "TracesConfig",
            "FLConfig", "load_config", "flatten_keys"]
 
 
@@ -385,3 +388,46 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, str] | N
         or out-of-range value; the message names the key and the value.
     """
     return _config.load_config(FLConfig, path, overrides)
+
+
+def fl_settings(cfg: FLConfig) -> FLSettings:
+    """The typed settings of the validated config ``cfg`` (read once, by the job).
+
+    Parameters
+    ----------
+    cfg : FLConfig
+        A validated config.
+
+    Returns
+    -------
+    hpcbench.fl.settings.FLSettings
+        What the round loop, the clock, the engines and the executor pool read.
+    """
+    selected = math.ceil(cfg.participants * cfg.overcommitment)
+    section = cfg.asynchronous
+    return FLSettings(
+        local=LocalTraining(cfg.seed, cfg.local_steps, cfg.batch_size, cfg.learning_rate, cfg.momentum,
+                            cfg.decay_factor, cfg.decay_round, cfg.min_learning_rate),
+        clock=clock_settings(cfg),
+        rounds=RoundSettings(cfg.mode, cfg.rounds, cfg.participants, selected, cfg.eval_interval,
+                             cfg.target_accuracy, cfg.stop_at_target, cfg.checkpoint_interval,
+                             cfg.executor_concurrency),
+        fedbuff=FedBuffSettings(section.concurrency or selected, section.buffer_size or cfg.participants,
+                                section.max_staleness, section.arrival_interval_s),
+        engine=cfg.engine, engine_chosen=cfg.engine_chosen)
+
+
+def clock_settings(cfg: FLConfig) -> ClockSettings:
+    """The virtual clock's keys of ``cfg`` (also for scripts that redraw a stored run's clock).
+
+    Parameters
+    ----------
+    cfg : FLConfig
+        A validated config.
+
+    Returns
+    -------
+    hpcbench.fl.settings.ClockSettings
+    """
+    return ClockSettings(cfg.seed, cfg.participants, cfg.overcommitment, cfg.local_steps, cfg.batch_size,
+                         cfg.dropouts, cfg.traces.compute_scale)

@@ -261,9 +261,9 @@ def build_rounds(cfg, setup: Setup, comm, checkpoint_path=None, resume: dict | N
     from hpcbench.fl.rounds import ROUND_DRIVERS
     from hpcbench.fl.rounds.codecs import LinkCodecs
     from hpcbench.fl.rounds.parts import RoundParts
-    from hpcbench.fl.settings import FLSettings
+    from hpcbench.fl.config import fl_settings
 
-    settings = FLSettings.of(cfg)
+    settings = fl_settings(cfg)
     driver = ROUND_DRIVERS[settings.rounds.mode].load()
     pool = ExecutorPool(comm, settings.rounds.executor_concurrency, setup.num_parameters, driver.capacity(settings))
     engine = ENGINES[settings.engine](setup.model, setup.dataset, settings.local, setup.aggregator)

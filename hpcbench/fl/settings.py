@@ -1,7 +1,8 @@
 """The keys of a federated job that its parts read, as frozen typed settings built once from the config.
 
 The job (:mod:`hpcbench.fl.job`) builds :class:`FLSettings` from the
-validated :class:`hpcbench.fl.config.FLConfig` with :meth:`FLSettings.of`;
+validated :class:`hpcbench.fl.config.FLConfig` with :func:`hpcbench.fl.config.fl_settings`
+(the config knows the settings; the settings never import the config);
 the virtual clock, the client-training engines, the executor pool and the
 round drivers take the part they read, never the config itself.
 """
@@ -10,12 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hpcbench.fl.training_result import decayed_learning_rate
 
-if TYPE_CHECKING:
-    from hpcbench.fl.config import FLConfig
 
 __all__ = ["ClockSettings", "FedBuffSettings", "FLSettings", "LocalTraining", "RoundSettings"]
 
@@ -140,25 +138,3 @@ class FLSettings:
     fedbuff: FedBuffSettings
     engine: str
     engine_chosen: bool
-
-    @classmethod
-    def of(cls, cfg: FLConfig) -> FLSettings:
-        """The settings of the validated config ``cfg`` (read once, by the job)."""
-        selected = math.ceil(cfg.participants * cfg.overcommitment)
-        section = cfg.asynchronous
-        return cls(
-            local=LocalTraining(cfg.seed, cfg.local_steps, cfg.batch_size, cfg.learning_rate, cfg.momentum,
-                                cfg.decay_factor, cfg.decay_round, cfg.min_learning_rate),
-            clock=clock_settings(cfg),
-            rounds=RoundSettings(cfg.mode, cfg.rounds, cfg.participants, selected, cfg.eval_interval,
-                                 cfg.target_accuracy, cfg.stop_at_target, cfg.checkpoint_interval,
-                                 cfg.executor_concurrency),
-            fedbuff=FedBuffSettings(section.concurrency or selected, section.buffer_size or cfg.participants,
-                                    section.max_staleness, section.arrival_interval_s),
-            engine=cfg.engine, engine_chosen=cfg.engine_chosen)
-
-
-def clock_settings(cfg: FLConfig) -> ClockSettings:
-    """The virtual clock's keys of ``cfg`` (also for scripts that redraw a stored run's clock)."""
-    return ClockSettings(cfg.seed, cfg.participants, cfg.overcommitment, cfg.local_steps, cfg.batch_size,
-                         cfg.dropouts, cfg.traces.compute_scale)

@@ -119,7 +119,7 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     from hpcbench.fl.data import build_dataset
     from hpcbench.fl.models import build_model, build_numpy_model
     from hpcbench.fl.selection import SELECTORS
-    from hpcbench.fl.settings import clock_settings
+    from hpcbench.fl.config import clock_settings
 
     torch_here = uses_torch(cfg, comm)
     where = _client_device(cfg, comm, torch_here)   # first: a missing GPU is an input error before any loading
