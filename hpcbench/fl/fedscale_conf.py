@@ -537,7 +537,7 @@ def read_fedscale_conf(path: str | Path, given: Mapping[str, Any] | None = None,
         error of :func:`translate_job_conf`; the message names the file and keys.
     """
     source = str(path)
-    loaded = read_yaml_mapping(path)
+    loaded = read_yaml_mapping(path, "--fedscale-conf", "fedscale")
     if "job_conf" not in loaded:
         raise ConfigError(f"{source}: no 'job_conf' section; is this a FedScale job file (conf.yml)?")
     entry = loaded.get("aggregator_entry")

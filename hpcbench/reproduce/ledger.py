@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpcbench.runtime.errors import InputError
+
 __all__ = ["Ledger", "config_digest"]
 
 
@@ -26,7 +28,7 @@ def config_digest(path) -> str:
     try:
         with open_file(path) as h5:
             text = h5.attrs.get("config_json", "")
-    except OSError:
+    except (OSError, InputError):
         return ""
     if isinstance(text, bytes):
         text = text.decode()

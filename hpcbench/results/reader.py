@@ -7,7 +7,19 @@ import json
 import h5py
 import numpy as np
 
-__all__ = ["read_table", "read_attrs", "open_file", "table_units"]
+__all__ = ["read_table", "read_attrs", "open_file", "table_units", "checked"]
+
+
+def checked(path, key: str = "results file"):
+    """``path`` once it is a regular file within the results bound (:func:`hpcbench.runtime.bounded.check_input_file`).
+
+    Every path this module opens passes here first: a FIFO, a device or an
+    oversized file is an :class:`~hpcbench.runtime.errors.InputError` naming
+    ``key`` and the path, before HDF5 opens (and blocks on, or reads) it.
+    """
+    from hpcbench.runtime.bounded import check_input_file
+
+    return check_input_file(path, key, "results", "HDF5 file")
 
 
 def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
@@ -27,7 +39,7 @@ def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
     """
     if isinstance(path_or_file, h5py.File):
         return _read(path_or_file, name)
-    with h5py.File(path_or_file, "r") as h5:
+    with h5py.File(checked(path_or_file), "r") as h5:
         return _read(h5, name)
 
 
@@ -58,7 +70,7 @@ def read_attrs(path_or_file) -> dict:
     if isinstance(path_or_file, h5py.File):
         attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in path_or_file.attrs.items()}
     else:
-        with h5py.File(path_or_file, "r", locking=False) as h5:
+        with h5py.File(checked(path_or_file), "r", locking=False) as h5:
             attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in h5.attrs.items()}
     if "config_json" in attrs:
         try:
@@ -74,7 +86,7 @@ def open_file(path) -> h5py.File:
     Rows of the table being appended at that moment may be incomplete;
     trust each table's ``rows`` attribute. Use it as a context manager.
     """
-    return h5py.File(path, "r", locking=False)
+    return h5py.File(checked(path), "r", locking=False)
 
 
 def table_units(path_or_file, name: str) -> dict[str, str]:
@@ -86,7 +98,7 @@ def table_units(path_or_file, name: str) -> dict[str, str]:
         If the file has no such table.
     """
     if not isinstance(path_or_file, h5py.File):
-        with h5py.File(path_or_file, "r") as h5:
+        with h5py.File(checked(path_or_file), "r") as h5:
             return table_units(h5, name)
     if name not in path_or_file:
         raise KeyError(f"{path_or_file.filename}: no table {name!r}")

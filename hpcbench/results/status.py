@@ -126,7 +126,9 @@ def file_status(path: str | Path, now: datetime | None = None) -> RunStatus:
     """
     import h5py
 
-    with h5py.File(path, "r", locking=False) as h5:
+    from hpcbench.results.reader import checked
+
+    with h5py.File(checked(path), "r", locking=False) as h5:
         attrs = dict(h5.attrs.items())
     return classify(attrs, now)
 

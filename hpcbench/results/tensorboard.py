@@ -288,11 +288,11 @@ def export(path, logdir) -> tuple[Path, int]:
 
     import h5py
 
-    from hpcbench.results.reader import read_table
+    from hpcbench.results.reader import checked, read_table
 
     require_tensorboard("results tensorboard")
     try:
-        with h5py.File(path, "r") as h5:
+        with h5py.File(checked(path), "r") as h5:
             kind = str(h5.attrs.get("kind", ""))
             config_yaml = str(h5.attrs.get("config_yaml", ""))
             start = str(h5.attrs.get("start_time", ""))

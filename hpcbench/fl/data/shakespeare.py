@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 from pathlib import Path
 
@@ -70,10 +69,9 @@ class ShakespeareDataset(FederatedDataset):
         if path is None:
             from hpcbench.data import data_path
             path = data_path("shakespeare", "tinyshakespeare.txt.gz")
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"Shakespeare text {str(path)!r} not found")
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        from hpcbench.runtime.bounded import read_input
+
+        raw = read_input(path, "dataset", "data", "Shakespeare text")
         text = raw.decode("utf-8")
         self.vocab = sorted(set(text))
         self.num_classes = len(self.vocab)
