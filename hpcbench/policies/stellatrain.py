@@ -43,7 +43,7 @@ from __future__ import annotations
 from typing import Literal, Union
 
 import numpy as np
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from hpcbench.policies.base import Policy, PolicyConfig, PolicyContext
 from hpcbench.policies.decision import Decision
@@ -79,6 +79,14 @@ class StellaTrain(Policy):
                                                   "off, a fixed learning rate)")
         reoptimise_every: PositiveInt = Field(100, description="running decisions between batch optimisations "
                                                                "(StellaTrain: 100)")
+
+        @model_validator(mode="after")
+        def _bounds(self):
+            upper = min(self.max_batch) if isinstance(self.max_batch, list) else self.max_batch
+            if self.min_batch > upper:
+                raise ValueError(f"min_batch {self.min_batch} exceeds max_batch {upper} (the smallest of "
+                                 f"{self.max_batch}): no batch fits both; lower min_batch or raise max_batch")
+            return self
 
         @field_validator("estimator")
         @classmethod

@@ -57,6 +57,13 @@ class TrainJob(Job):
             if v > p:
                 raise InputError(f"key 'elastic.schedule.{k}' has bad value {v}: more workers than the {p} ranks "
                                  f"started (the warm pool)")
+        if el.batch == "keep_global":   # the starting global batch is split over every later worker count
+            start, batch = el.initial(p), self.cfg.batch_size
+            most, key = (max(el.schedule.values()), "elastic.schedule") if el.schedule else (p, "elastic.workers")
+            if most > batch * start:
+                raise InputError(f"key '{key}': {most} workers cannot share keep_global's global batch of "
+                                 f"{batch * start} samples (batch_size {batch} x {start} starting workers; every "
+                                 f"worker needs one); raise batch_size, or give elastic.batch: keep_local")
 
     def _trains(self) -> bool:
         """Whether this rank runs the model: real compute, digits, or rank 0 profiling it."""
