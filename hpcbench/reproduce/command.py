@@ -6,7 +6,9 @@ launches every run that is not up to date (locally with ``mpiexec``, or one
 checks every claim, prints ``figure | claim | threshold | measured |
 result``, and writes ``OUT/report.html``. Exit status 0 when every claim
 passes and every figure is drawn, 1 when a claim fails or a run or drawing
-fails, 2 on a bad manifest or bad arguments (the message names the entry).
+fails, 2 on a bad manifest or bad arguments (the message names the entry),
+130 after Ctrl-C (the running job's process group ended, its ledger line and
+the report of what was done written).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from hpcbench.reproduce.local import INTERRUPTED
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["main"]
@@ -110,10 +113,43 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(_listing(manifest, plans)))
         return 0
     try:
+        _check_out(out)
         return _reproduce(args, argv, manifest, plans[args.tier], out)
     except InputError as exc:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:       # a second Ctrl-C while the report was written
+        print("hpcbench reproduce: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` as a folder this process can create files in (created if missing), or an InputError.
+
+    Raises
+    ------
+    InputError
+        ``--out`` names a file (or something else that is not a folder), or
+        the folder cannot be created or written (read-only file system,
+        permissions); nothing is left behind.
+    """
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: {str(out)!r} is a file, not a folder")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        if created:
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        raise InputError(f"--out: cannot write in {str(out)!r}: {exc.strerror or exc}") from None
 
 
 def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
@@ -140,7 +176,12 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
          f"(expected {_minutes(plan.expected_s)}), launcher {launcher.name}, output {out}, "
          f"load average {' '.join(map(str, load0))}")
     session = Session(plan, Ledger(out / "ledger.jsonl"), launcher, force=args.force, say=_say)
-    session.execute()
+    interrupted = False
+    try:
+        session.execute()
+    except KeyboardInterrupt:       # the running command is ended and in the ledger: report what was done
+        interrupted = True
+        _say("hpcbench reproduce: interrupted (Ctrl-C); the report shows what was done")
     results = [check_claim(name, claim, FigureData(plan.runs_of(name)), plan.tier)
                for name in plan.figures for claim in manifest.figures[name].claims]
     wall = time.monotonic() - t0
@@ -158,5 +199,7 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
          f"{sum(r.verdict == 'n/a' for r in results)} n/a; runs: {len(failed_runs)} failed or not run; "
          f"figures: {len(plan.figures) - len(undrawn)} of {len(plan.figures)} drawn; wall time {_minutes(wall)}")
     _say(f"report: {report}")
+    if interrupted:
+        return INTERRUPTED
     return 1 if failed_claims or failed_runs or undrawn else 0
 
