@@ -40,7 +40,7 @@ def _deadline(seconds: int = 90):
 
 
 def _hostile(tmp_path, how: str, kind: str, suffix: str) -> str:
-    """A path to a hostile input of ``how``: the zero device, a FIFO, or a sparse file one byte over ``kind``'s bound."""
+    """A path to a hostile input: the zero device, a FIFO, or a sparse file one byte over ``kind``'s bound."""
     if how == "zero":
         return "/dev/zero"
     path = tmp_path / f"input{suffix}"
@@ -217,3 +217,18 @@ def test_check_input_file_names_missing_directories_and_unknown_kinds(tmp_path):
         check_input_file(tmp_path, "--x", "results")
     with pytest.raises(ValueError, match="unknown input kind"):
         check_input_file(tmp_path, "--x", "bogus")
+
+
+def test_the_input_bound_rule_is_documented_with_the_bounds_in_force():
+    """docs/architecture.md, "Data-safety guarantees", states the rule and each bound of INPUT_BOUNDS."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    section = doc[doc.index("## Data-safety guarantees"):]
+    section = " ".join(section[:section.index("\n## ", 3)].split())
+    assert "**Input bounds**" in section and "`tests/test_input_files.py`" in section
+    for kind, text in (("config", "1 MiB for job files and manifests"), ("manifest", "1 MiB for job files"),
+                       ("fedscale", "1 MiB for job files"), ("trace", "1 GiB for traces"),
+                       ("data", "1 GiB for traces and data"), ("checkpoint", "16 GiB for checkpoints"),
+                       ("results", "64 GiB for results files")):
+        number, unit = text.split()[:2]
+        assert INPUT_BOUNDS[kind] == int(number) << {"MiB": 20, "GiB": 30}[unit], kind
+        assert text in section, text

@@ -65,7 +65,8 @@ from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime.config import ConfigError, read_yaml_mapping, short_repr
 
 __all__ = ["FedScaleKey", "FEDSCALE_KEYS", "ASYNC_KEYS", "DEPLOYMENT_KEYS", "UNUSED_KEYS", "GRADIENT_POLICIES",
-           "FILTER_DEFAULTS", "FEDSCALE_TYPES", "RENAMED_KEYS", "FedScaleJob", "read_fedscale_conf", "translate_job_conf", "client_size_notes"]
+           "FILTER_DEFAULTS", "FEDSCALE_TYPES", "RENAMED_KEYS", "FedScaleJob", "read_fedscale_conf",
+           "translate_job_conf", "client_size_notes"]
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,8 @@ class CollectivesJob(Job):
 
     @staticmethod
     def _check_run_time(a: argparse.Namespace) -> None:
-        """Refuse a sweep whose calls alone (each at least :func:`~hpcbench.runtime.budget.call_floor_s`) exceed the bound."""
+        """Refuse a sweep whose calls alone (each at least :func:`~hpcbench.runtime.budget.call_floor_s`) exceed
+        :data:`~hpcbench.runtime.budget.MAX_RUN_S`."""
         from hpcbench.bench.collectives.report import iters_for, sizes
         from hpcbench.runtime.budget import call_floor_s, check_run_time
 
