@@ -169,7 +169,7 @@ def test_urandom_as_a_trace_is_refused_before_it_is_read(tmp_path, capsys):
         status = run(FLJob, [DIGITS, "--rounds", "1", "--progress", "false", "--traces.device.path", "/dev/urandom",
                              "--output", str(tmp_path / "o.h5")])
     assert status == 2
-    assert "'/dev/urandom': is a character device" in capsys.readouterr().err
+    assert "'/dev/urandom' is a character device" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("how", ["zero", "fifo", "big"])

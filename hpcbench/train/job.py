@@ -39,6 +39,11 @@ class TrainJob(Job):
         n = MODELS[cfg.model].train_samples
         if cfg.elastic is not None:
             self._check_elastic(cfg.elastic)
+        from hpcbench.runtime.bounded import check_input_file
+
+        for key, path in (("profile_file", cfg.profile_file), ("step_clock.profile_file", cfg.step_clock.profile_file)):
+            if path is not None:    # a FIFO or a device would block or never end where it is read
+                check_input_file(path, key, "results", "HDF5 file")
         for i, e in enumerate(cfg.link.slow):
             if e.rank >= self.comm.size:
                 raise InputError(f"key 'link.slow.{i}.rank' has bad value {e.rank}: the job has {self.comm.size} "
