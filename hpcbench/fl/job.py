@@ -124,6 +124,9 @@ class FLJob(Job):
             :data:`hpcbench.fl.checkpoint.RESUMABLE_KEYS` (named), or fewer
             ``rounds`` than the checkpoint has done.
         """
+        from hpcbench.runtime.bounded import check_input_file
+
+        check_input_file(path, "--resume", "checkpoint", "checkpoint")   # before torch is imported to read it
         from hpcbench.fl.checkpoint import RESUMABLE_KEYS, config_differences, load_checkpoint
 
         state = load_checkpoint(path)
