@@ -15,16 +15,22 @@ Usage::
 
     python scripts/gpu_bare_resnet.py --model resnet50 --image-size 224 --batch 64 --steps 30
 
-Prints one line per precision (img/s, ms per step) and the card's name. Runs on the CPU too
-(``--device cpu``), which is how it is checked without a GPU.
+Prints one line per precision (img/s, ms per step) and the card's name; ``--json FILE`` also writes
+every printed figure, every timed step's seconds and the provenance (commit, host, card, torch, date,
+load average) to ``FILE``. Runs on the CPU too (``--device cpu``), which is how it is checked without a
+GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
+import platform
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -85,16 +91,31 @@ def main() -> None:
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--precisions", default="fp32,amp-bf16")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: as hpcbench's ranks)")
+    ap.add_argument("--json", type=Path, default=None, help="also write every figure and step time here")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     card = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
     print(f"bare PyTorch loop: {a.model} {a.image_size}x{a.image_size}, batch {a.batch}, {a.steps} timed steps "
           f"after {a.warmup}, card {card}, torch {torch.__version__}")
+    from hpcbench.runtime.provenance import git_commit, utc_now
+
+    kept = {"provenance": {"commit": git_commit(), "host": platform.node(), "card": card,
+                           "torch": torch.__version__, "cpu_threads": a.threads, "date": utc_now(),
+                           "load_average": [round(x, 2) for x in os.getloadavg()],
+                           "settings": {"model": a.model, "image_size": a.image_size, "batch": a.batch,
+                                        "steps": a.steps, "warmup": a.warmup, "device": a.device}},
+            "precisions": {}}
     for prec in a.precisions.split(","):
         t = measure(a.model, a.image_size, a.batch, a.steps, a.warmup, a.device, prec == "amp-bf16")
         med = statistics.median(t)
         print(f"bare {prec:>9}: {a.batch / med:8.1f} img/s  (median {med * 1e3:.2f} ms per step, "
               f"mean {statistics.fmean(t) * 1e3:.2f} ms)")
+        kept["precisions"][prec] = {"img_per_s": a.batch / med, "median_step_s": med,
+                                    "mean_step_s": statistics.fmean(t), "step_s": t}
+    if a.json is not None:
+        tmp = a.json.with_name(a.json.name + ".tmp")
+        tmp.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(a.json)
 
 
 if __name__ == "__main__":

@@ -2,20 +2,22 @@
 input error naming the key, exit status 2, no file (docs/architecture.md, "Data-safety guarantees").
 
 In-process at size 1 (the lifecycle's ``run``); the memory checks compare against this machine's
-available memory, so the sizes used are far beyond any machine's.
+available memory, so the sizes used are far beyond any machine's. That a bomb is refused without being
+expanded is checked by the memory its refusal allocates (``memtools.peak_mb``, load-independent), never by a
+bound on wall time.
 """
 
 from __future__ import annotations
 
 import json
 import pickle
-import time
 
 import pytest
 
 from hpcbench.runtime.bounded import ExpansionError, expanded_size, short_repr
 from hpcbench.runtime.config import ConfigError, load_config
 from hpcbench.runtime.lifecycle import run
+from memtools import peak_mb
 from mpitools import ROOT
 
 DIGITS = str(ROOT / "jobs" / "configs" / "digits.yaml")
@@ -47,17 +49,16 @@ def _shared(levels: int = 40):
 
 # ------------------------------------------------------------------------ item 9: alias and memo bombs
 @pytest.mark.parametrize("key", ["rounds", "dataset.alpha", "selection"])
-def test_yaml_alias_bomb_is_refused_in_milliseconds(tmp_path, key):
+def test_yaml_alias_bomb_is_refused_without_expanding(tmp_path, key):
     path = tmp_path / "bomb.yaml"
     head, _, leaf = key.rpartition(".")
     body = f"{leaf}: *a8" if not head else f"{head}:\n  {leaf}: *a8"
     path.write_text(_bomb() + body + "\n")
     from hpcbench.fl.config import FLConfig
 
-    start = time.perf_counter()
-    with pytest.raises(ConfigError, match="expands to more than") as info:
-        load_config(FLConfig, path)
-    assert time.perf_counter() - start < 1.0 and len(str(info.value)) < 500
+    peak, error = peak_mb(load_config, FLConfig, path)
+    assert isinstance(error, ConfigError) and "expands to more than" in str(error)
+    assert peak < 10 and len(str(error)) < 500
 
 
 def test_recursive_alias_and_command_line_bomb_are_refused():
@@ -77,11 +78,12 @@ def _flow_bomb() -> str:
     return "[" + ", ".join(parts) + "]"
 
 
-def test_short_repr_of_a_huge_shared_value_is_bounded_and_fast():
+def test_short_repr_of_a_huge_shared_value_is_bounded_and_allocates_little():
     value = _shared(60)  # stands for 2**60 leaves
-    start = time.perf_counter()
+    peak, error = peak_mb(short_repr, value)
+    assert error is None and peak < 1
     text = short_repr(value)
-    assert time.perf_counter() - start < 0.1 and len(text) <= 123
+    assert len(text) <= 123
     with pytest.raises(ExpansionError):
         expanded_size(value, 10**6)
     assert expanded_size([[1, 2], {"a": (3, 4)}], 100) == 9  # 1 + (1 + 2) + (1 + 1 + (1 + 2))
@@ -93,10 +95,9 @@ def test_pickle_memo_bomb_is_refused_as_a_trace_error(tmp_path):
     path = tmp_path / "client_device_capacity"
     path.write_bytes(pickle.dumps({1: {"computation": _shared(40), "communication": 1.0}}))
     assert path.stat().st_size < 400
-    start = time.perf_counter()
-    with pytest.raises(TraceError, match="expands to more than"):
-        load_fedscale_capacity(path)
-    assert time.perf_counter() - start < 1.0
+    peak, error = peak_mb(load_fedscale_capacity, path)
+    assert isinstance(error, TraceError) and "expands to more than" in str(error)
+    assert peak < 10
 
 
 # ----------------------------------------------------------------------------- item 10: deep JSON
@@ -148,12 +149,11 @@ def test_non_finite_float_flags_exit_2(tmp_path, module, cls, argv, capsys):
 ])
 def test_jobs_that_cannot_fit_exit_2_naming_the_keys(tmp_path, module, cls, argv, keys, capsys):
     out = tmp_path / "o.h5"
-    start = time.perf_counter()
     flag = "--out" if "compress" in module else "--output"
     assert _job(module, cls, [*argv, flag, str(out)]) == 2
     err = capsys.readouterr().err
     assert "available" in err and all(k in err for k in keys), err
-    assert time.perf_counter() - start < 30 and not out.exists()
+    assert not out.exists()           # refused before anything was allocated or written
 
 
 def test_fl_client_split_is_checked_against_the_node(tmp_path, monkeypatch, capsys):

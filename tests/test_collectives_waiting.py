@@ -84,7 +84,8 @@ def test_spins_for_the_budget_then_sleeps_growing(monkeypatch):
     for _ in range(3):
         bo.pause()
     assert slept == [1e-5, 2e-5, 4e-5, 4e-5]
-    assert cost.value_s < SPIN_MAX_S                  # the (instant) first sleep was measured
+    # the first sleep was measured and folded in (weight 0.5); no bound on what it measured: load lengthens it
+    assert cost.value_s != SPIN_MAX_S and cost.value_s >= 0.5 * SPIN_MAX_S
     bo.reset()
     bo.pause()
     assert len(slept) == 4                            # spinning again after a reset

@@ -110,3 +110,19 @@ def test_fedscale_files_run_end_to_end(fedscale_home, tmp_path, path, table, cap
     assert attrs["config"]["mode"] == ("async" if path == ASYNC else "sync")
     assert "data_map_file" in attrs["fedscale_notes"]
     assert len(read_table(out, table)["client_id"]) > 0
+
+
+def test_femnist_file_runs_on_its_own_download(fedscale_home, tmp_path, capsys):
+    """FedScale's femnist file whose data_dir holds FedScale's layout reads it, with its own clients."""
+    from dataset_layouts import write_fedscale
+    from hpcbench.fl.job import FLJob
+    from hpcbench.runtime.lifecycle import run
+
+    written = write_fedscale(fedscale_home / "benchmark" / "dataset" / "data" / "femnist", clients=12)
+    out = tmp_path / "femnist.h5"
+    assert run(FLJob, ["--fedscale-conf", str(FEMNIST), "--model.name", "cnn", "--model.hidden_dense", "32",
+                       "--participants", "4", "--rounds", "1", "--progress", "false", "--output", str(out)]) == 0
+    attrs = read_attrs(out)
+    assert attrs["config"]["dataset"]["name"] == "fedscale" and attrs["config"]["dataset"]["partition"] == "natural"
+    assert attrs["registered_clients"] == len(set(written["train"][0].tolist())) == 12
+    assert "with its own clients" in attrs["fedscale_notes"]

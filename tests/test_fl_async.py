@@ -11,6 +11,7 @@ import torch
 
 from hpcbench.fl.asynchronous import FedBuffPlanner, fedbuff_sum, staleness_weight
 from hpcbench.fl.clock import ClientRegistry, VirtualClock
+from hpcbench.fl.settings import clock_settings
 from hpcbench.fl.config import ConfigError, FLConfig, load_config
 from hpcbench.fl.uplink import UpdateCodec, model_tensors
 from hpcbench.traces.availability import AvailabilityTrace
@@ -48,7 +49,7 @@ class _FakeClock:
 
     def __init__(self, durations, online=lambda c, t: True, dropouts=True):
         n = len(durations)
-        self.cfg = types.SimpleNamespace(seed=1, dropouts=dropouts)
+        self.settings = types.SimpleNamespace(seed=1, dropouts=dropouts)
         self.registry = types.SimpleNamespace(num_clients=n, availability_row=np.arange(n))
         self.durations = np.asarray(durations, np.float64)
         self.online = online
@@ -62,7 +63,7 @@ class _FakeClock:
         return self.durations[ids], np.zeros(len(ids))
 
     def dropped_out(self, ids, finish_s):
-        return ~self.availability.is_available(ids, finish_s) if self.cfg.dropouts else np.zeros(len(ids), bool)
+        return ~self.availability.is_available(ids, finish_s) if self.settings.dropouts else np.zeros(len(ids), bool)
 
 
 def _summary(update):
@@ -135,7 +136,7 @@ def test_planner_dropout_at_finish_time():
     assert u1.dropouts[0].status == "dropped" and u1.dropouts[0].finish_s == 4.0
     assert [(t.task, t.client_id) for t in u1.buffered] == [(2, 1), (4, 0)] and u1.time_s == 10.0
     assert [(t.task, t.client_id) for t in planner.in_flight()] == [(3, 2), (5, 0)]
-    clock.cfg.dropouts = False
+    clock.settings.dropouts = False
     u1 = FedBuffPlanner(clock, concurrency=2, buffer_size=2, max_staleness=5).next_update()
     assert not u1.dropouts and [t.task for t in u1.buffered] == [1, 2]
 
@@ -167,7 +168,7 @@ def _trace_clock(dropouts=True):
                                    "dataset": {"num_clients": 4}, "dropouts": dropouts})
     reg = ClientRegistry(4, np.full(4, 10), 4, 4, 4, seed=1)
     reg.device_row = reg.bandwidth_row = reg.availability_row = np.arange(4, dtype=np.int32)
-    return VirtualClock(cfg, reg, _Device(), _Bandwidth(), trace, 1000, _LowestSelector())
+    return VirtualClock(clock_settings(cfg), reg, _Device(), _Bandwidth(), trace, 1000, _LowestSelector())
 
 
 def test_sync_dropouts_on_hand_made_trace():

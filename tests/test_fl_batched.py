@@ -1,4 +1,4 @@
-"""``client_training: batched`` (hpcbench.fl.batched_training) trains as the sequential path does."""
+"""``client_training: batched`` (hpcbench.fl.engines.batched_training) trains as the sequential path does."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import torch
 from pydantic import ValidationError
 
 from hpcbench.fl.aggregation import AGGREGATORS
-from hpcbench.fl.batched_training import train_clients_batched
+from hpcbench.fl.engines.batched_training import train_clients_batched
 from hpcbench.fl.config import DatasetConfig, FLConfig, ModelConfig
 from hpcbench.fl.data import DigitsDataset
 from hpcbench.fl.models import build_model, flat_parameters
-from hpcbench.fl.training import client_generator, train_client
+from hpcbench.fl.engines.training import client_generator, train_client
 from hpcbench.results import read_attrs, read_table
 from mpitools import run_mpi
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from hpcbench.fl.config import DatasetConfig, FLConfig, ModelConfig
 from hpcbench.fl.data import DigitsDataset
 from hpcbench.fl.models import build_model, flat_parameters
-from hpcbench.fl.training import client_generator, train_client
+from hpcbench.fl.engines.training import client_generator, train_client
 from hpcbench.results import read_attrs, read_table
 from mpitools import run_mpi
 
@@ -36,8 +36,8 @@ def task():
 def test_cuda_is_not_the_numpy_engine():
     with pytest.raises(ValidationError, match="device 'cuda'"):
         FLConfig.model_validate({"client_training": "numpy", "device": "cuda"})
-    assert FLConfig.model_validate({"device": "cuda"}).client_training == "sequential"   # auto: a torch engine
-    assert FLConfig.model_validate({"device": "auto"}).client_training == "numpy"        # auto: CPU for numpy
+    assert FLConfig.model_validate({"device": "cuda"}).engine == "sequential"   # auto: a torch engine
+    assert FLConfig.model_validate({"device": "auto"}).engine == "numpy"        # auto: CPU for numpy
     with pytest.raises(ValidationError, match="device"):
         FLConfig.model_validate({"device": "gpu"})
 
@@ -68,7 +68,7 @@ def test_cuda_without_a_gpu_exits_2_on_every_rank(tmp_path):
 def test_a_client_on_the_gpu_gives_the_cpu_update(task, engine):
     import copy
 
-    from hpcbench.fl.batched_training import train_clients_batched
+    from hpcbench.fl.engines.batched_training import train_clients_batched
 
     ds, model, start = task
     gpu_model = copy.deepcopy(model).to("cuda")

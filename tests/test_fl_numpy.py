@@ -1,4 +1,4 @@
-"""``client_training: numpy`` (hpcbench.fl.numpy_training): exact gradients, torch-equal training, no torch."""
+"""``client_training: numpy`` (hpcbench.fl.engines.numpy_training): exact gradients, torch-equal training, no torch."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import torch
 from pydantic import ValidationError
 
 from hpcbench.fl.aggregation import AGGREGATORS
-from hpcbench.fl.batched_training import _batch_indices
+from hpcbench.fl.engines.batched_training import _batch_indices
 from hpcbench.fl.config import DatasetConfig, FLConfig, ModelConfig
 from hpcbench.fl.data import DigitsDataset
 from hpcbench.fl.models import MODELS, build_model, build_numpy_model, flat_parameters, load_flat_parameters
-from hpcbench.fl.numpy_training import batch_indices, client_rng, evaluate_numpy, train_clients_numpy
-from hpcbench.fl.training import client_generator, evaluate, train_client
+from hpcbench.fl.engines.numpy_training import batch_indices, client_rng, evaluate_numpy, train_clients_numpy
+from hpcbench.fl.engines.training import client_generator, evaluate, train_client
 from hpcbench.results import read_attrs, read_table
 from mpitools import ROOT, run_mpi
 

@@ -13,7 +13,7 @@ from hpcbench.fl.config import ConfigError, FLConfig, load_config
 from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER, ClientUpdates, RoundFeedback
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.fl.selection.oort import Oort, exploit_candidates, oort_scores, pacer_step
-from hpcbench.fl.training import decayed_learning_rate, train_client
+from hpcbench.fl.engines.training import decayed_learning_rate, train_client
 
 # Two clients (n = 1 and 3), two rounds, from w0 = [1, -2]. Example-weighted mean update:
 # round 1: ([0.2, -0.4] * 1 + [0.6, 0.0] * 3) / 4 = [0.5, -0.1]
@@ -364,8 +364,8 @@ class _Recorder:
 def test_round_loop_feeds_back_statuses_durations_utilities():
     from mpi4py import MPI
 
-    from hpcbench.fl.emulation import Emulation
-    from hpcbench.fl.job import prepare
+    from hpcbench.fl.job import build_rounds, prepare
+    from hpcbench.fl.rounds.recorder import RoundRecorder
 
     cfg = load_config("jobs/configs/digits.yaml", {"rounds": "3", "eval_interval": "3", "progress": "false",
                                                     "selection.name": "oort"})
@@ -375,7 +375,7 @@ def test_round_loop_feeds_back_statuses_durations_utilities():
     timings = []
     next_round = setup.clock.next_round
     setup.clock.next_round = lambda r: timings.append(next_round(r)) or timings[-1]
-    Emulation(cfg, MPI.COMM_SELF, setup.dataset, setup.model, setup.clock, setup.aggregator).run()
+    build_rounds(cfg, setup, MPI.COMM_SELF).run(RoundRecorder())
     assert [r for r, _ in rec.calls] == [1, 2, 3]
     for (r, fb), t in zip(rec.calls, timings):
         assert np.array_equal(fb.client_ids, t.client_ids)
@@ -395,8 +395,8 @@ def test_fedbuff_loop_feeds_back_each_finished_task():
     """Async mode: at each server update, Oort hears of every task finished since the last one."""
     from mpi4py import MPI
 
-    from hpcbench.fl.asynchronous_loop import AsyncEmulation
-    from hpcbench.fl.job import prepare
+    from hpcbench.fl.job import build_rounds, prepare
+    from hpcbench.fl.rounds.recorder import RoundRecorder
 
     cfg = load_config("jobs/configs/digits-fedbuff.yaml", {
         "rounds": "4", "eval_interval": "4", "progress": "false", "selection.name": "oort",
@@ -404,10 +404,10 @@ def test_fedbuff_loop_feeds_back_each_finished_task():
     setup = prepare(cfg, MPI.COMM_SELF)
     rec = _Recorder(setup.selector)
     setup.clock.selector = rec
-    emu = AsyncEmulation(cfg, MPI.COMM_SELF, setup.dataset, setup.model, setup.clock, setup.aggregator)
+    driver = build_rounds(cfg, setup, MPI.COMM_SELF)
     updates = []
-    emu._feedback_update = lambda n, u, meta, f=emu._feedback_update: updates.append(u) or f(n, u, meta)
-    emu.run()
+    driver._feedback = lambda n, u, block, f=driver._feedback: updates.append(u) or f(n, u, block)
+    driver.run(RoundRecorder())
     assert len(rec.calls) == len(updates) == 4
     selections = [r for r, _ in rec.calls]
     assert selections == sorted(selections) and selections[0] >= 1

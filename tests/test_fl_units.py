@@ -10,9 +10,10 @@ import pytest
 from hpcbench.fl.aggregation.fedavg import FedAvg, weighted_average
 from hpcbench.fl.contracts import ClientUpdates
 from hpcbench.fl.clock import ClientRegistry, VirtualClock
+from hpcbench.fl.settings import clock_settings
 from hpcbench.fl.config import ConfigError, DatasetConfig, FLConfig, load_config
 from hpcbench.fl.data.partition import dirichlet_partition, iid_partition, sampled_partition
-from hpcbench.fl.emulation import assign_clients
+from hpcbench.fl.executors.pool import assign_clients
 from hpcbench.fl.selection.random import RandomSelector
 
 
@@ -257,7 +258,7 @@ def _stub_clock(num_clients=50, participants=5, overcommitment=1.4, seed=3, comp
     reg.bandwidth_row = np.arange(num_clients, dtype=np.int32)[::-1].copy()
     reg.availability_row = np.arange(num_clients, dtype=np.int32)
     avail = availability or _StubAvailability(num_clients)
-    clock = VirtualClock(cfg, reg, _StubDevice(num_clients), _StubBandwidth(num_clients), avail,
+    clock = VirtualClock(clock_settings(cfg), reg, _StubDevice(num_clients), _StubBandwidth(num_clients), avail,
                          model_bytes, _random_selector(cfg, num_clients))
     return cfg, reg, clock
 
@@ -313,7 +314,7 @@ def _real_clock(seed):
     dev, bw, av = load_device_latency(), load_mobiperf(), load_flash()
     cfg = FLConfig.model_validate({"seed": seed, "participants": 10, "dataset": {"num_clients": 2000}})
     reg = ClientRegistry(2000, np.full(2000, 10), len(dev), len(bw), len(av), seed)
-    return reg, av, VirtualClock(cfg, reg, dev, bw, av, 19_240, _random_selector(cfg, 2000))
+    return reg, av, VirtualClock(clock_settings(cfg), reg, dev, bw, av, 19_240, _random_selector(cfg, 2000))
 
 
 def test_clock_real_traces_availability_and_reproducible():

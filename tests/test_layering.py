@@ -17,7 +17,7 @@ PKG = ROOT / "hpcbench"
 RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline", "hpcbench.cli",
            "hpcbench.results_command")
 CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime", "policies",
-        "optim", "controller", "telemetry")
+        "optim", "controller", "telemetry", "datasets")
 
 
 def _imports(path: Path) -> set[str]:

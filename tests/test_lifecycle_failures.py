@@ -3,7 +3,6 @@ and the micro-benchmarks stop at their fault points like every runner."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -41,11 +40,9 @@ main(Failing)
 @pytest.mark.mpi
 @pytest.mark.parametrize("where", ["configure", "prepare", "provenance"])
 def test_non_input_failure_before_run_ends_every_rank(tmp_path, where):
-    start = time.monotonic()
-    proc = run_mpi(2, ["-c", _JOB, "--where", where], timeout=60, cwd=tmp_path)
+    proc = run_mpi(2, ["-c", _JOB, "--where", where], timeout=60, cwd=tmp_path)   # a hang fails at the timeout
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"bug in {where}" in proc.stderr
-    assert time.monotonic() - start < 30
     assert not list(tmp_path.glob("*.h5"))
 
 

@@ -26,6 +26,8 @@ REGISTRIES = [
     ("hpcbench.fl.selection", "SELECTORS"),
     ("hpcbench.fl.data", "DATASETS"),
     ("hpcbench.fl.models", "MODELS"),
+    ("hpcbench.fl.engines", "ENGINES"),
+    ("hpcbench.fl.rounds", "ROUND_DRIVERS"),
     ("hpcbench.cli", "SUBCOMMANDS"),
     ("hpcbench.optim", "OPTIMIZERS"),
     ("hpcbench.controller.batch", "BATCH_SOLVERS"),

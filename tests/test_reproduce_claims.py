@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from hpcbench.reproduce.claims import check_claim, table_rows
+from hpcbench.reproduce.claims import check_claim, mark_files, table_rows
 from hpcbench.reproduce.command import main as reproduce_main
 from hpcbench.reproduce.data import FigureData
 from hpcbench.reproduce.expression import EmptySelection, ExpressionError, evaluate, parse
@@ -38,6 +38,8 @@ figures:
     claims:
       - {name: ring_busbw, mirrors: x, quantity: "mean(sweep.results.busbw[impl == 'ring' and size == 4 * KiB]) / mean(sweep.results.busbw[impl == 'mpi' and size == 4 * KiB])", op: ">=", threshold: 1.0}
       - {name: too_much, mirrors: x, quantity: "max(sweep.results.busbw)", op: ">=", threshold: 1000}
+      - {name: stated, mirrors: "docs: 1.57x", quantity: "max(sweep.results.busbw)", op: ">=", threshold: 1, states: 1.57, tolerance: 0.01, unit: x}
+      - {name: stated_range, mirrors: "docs: 2.9-3.1x", quantity: "max(sweep.results.busbw)", op: ">=", threshold: 1, states: [2.9, 3.1], unit: x}
       - {name: full_only, mirrors: x, quantity: "max(big.results.busbw)", op: ">=", threshold: 1, full_only: true}
       - {name: horovod, mirrors: x, quantity: "sweep.results.busbw[impl == 'horovod']", op: ">=", threshold: 1, missing_ok: not built}
       - {name: gloo, mirrors: x, quantity: "sweep.results.busbw[impl == 'gloo']", op: ">=", threshold: 1}
@@ -93,6 +95,10 @@ def test_more_bad_manifests(tmp_path):
                                                                                   "jobs/configs/digits.yaml\n"
                                                                                   "        overrides", 1),
                                         "takes flags"),
+        "a tolerance without the doc value": (GOOD.replace("states: 1.57, ", ""), "tolerance without states"),
+        "a doc range low above high": (GOOD.replace("[2.9, 3.1]", "[3.1, 2.9]"), "low above high"),
+        "a doc value its mirrors do not quote": (GOOD.replace("states: 1.57,", "states: 1.58,"),
+                                                 "states 1.58 is not in mirrors"),
     }
     for what, (text, needle) in cases.items():
         with pytest.raises(ManifestError, match=None) as info:
@@ -215,10 +221,58 @@ def test_claims_on_fixture_files(tmp_path):
     assert check_claim("coll", claims["too_much"].model_copy(update={"min_cores": 4}), data, "quick",
                        cores=8).verdict == "FAIL"
     rows = table_rows(list(results.values()))
-    assert ("coll", "too_much", ">= 1000", "3", "FAIL") in rows
+    assert ("coll", "too_much", ">= 1000", "3", "FAIL", "-", "this code") in rows
+    # the threshold and the docs are checked apart: a passing claim whose doc value drifted says so
+    assert results["stated"].verdict == "PASS"
+    assert results["stated"].doc == "doc drifted: states 1.57 x, measured 3 x"
+    assert results["stated_range"].verdict == "PASS" and results["stated_range"].doc == "agrees (states 2.9-3.1 x)"
+    assert check_claim("coll", claims["stated"].model_copy(update={"states": 3.005}), data,
+                       "quick").doc == "agrees (states 3.005 x)"
+    assert results["full_only"].doc == "-" and results["gloo"].doc == "-"
+    # a claim reading files that other code made (kept by --reuse) names that code; others do not change
+    marked = mark_files(results["stated"], {"sweep": "740279c"})
+    assert marked.files == "other code: 740279c (--reuse)" and marked.verdict == "PASS"
+    assert mark_files(results["stated"], {"big": "740279c"}).files == "this code"
     assert not any("nan" in cell for row in rows for cell in row)
     # a run that did not complete fails every claim reading its job, naming the run
     with ResultsFile(runs[1].output, "collectives", {}, overwrite=True) as rf:
         rf.close("failed", error="boom")
     failed = check_claim("coll", claims["ring_busbw"], FigureData(runs), "quick")
     assert failed.verdict == "FAIL" and "sweep-s2" in failed.why and "failed" in failed.why
+
+
+class _FakeLauncher:
+    """Runs end at once with exit 0; the drawing writes its PNG and exits ``draw_rc``."""
+
+    name, asynchronous = "fake", False
+
+    def __init__(self, draw_rc: int):
+        self.draw_rc = draw_rc
+
+    def start_run(self, run, argv):
+        from hpcbench.reproduce.local import Handle
+
+        return Handle(run.key, argv, "run.log", rc=0, wall_s=0.1)
+
+    def start_draw(self, drawing, after):
+        from hpcbench.reproduce.local import Handle
+
+        drawing.png.parent.mkdir(parents=True, exist_ok=True)
+        drawing.png.write_bytes(b"\x89PNG")
+        return Handle(f"draw/{drawing.figure}", ["draw"], "draw.log", rc=self.draw_rc, wall_s=0.1)
+
+    def wait(self, handles):  # pragma: no cover - every handle ends when started
+        return []
+
+
+@pytest.mark.parametrize("draw_rc, state", [(0, "drawn"), (1, "failed"), (2, "failed")])
+def test_a_drawing_script_that_exits_non_zero_is_a_failed_figure(tmp_path, draw_rc, state):
+    from hpcbench.reproduce.ledger import Ledger
+    from hpcbench.reproduce.session import Session
+
+    plan = make_plan(load_manifest(_manifest(tmp_path, GOOD)), "quick", tmp_path / "out")
+    session = Session(plan, Ledger(tmp_path / "out" / "ledger.jsonl"), _FakeLauncher(draw_rc), say=lambda _: None,
+                      code={"commit": "0" * 40})
+    session.execute()
+    assert plan.drawings["coll"].png.is_file()          # the script wrote its figure before exiting
+    assert session.draws["coll"].state == state and session.draws["coll"].rc == draw_rc

@@ -40,7 +40,7 @@ figures:
     analysis: {script: analysis/plot_costmodel.py}
     claims:
       - {name: measured, mirrors: a fixture, quantity: "max(cost.results.measured) * 1000", op: ">", threshold: 0, unit: ms}
-      - {name: reps_from_results, mirrors: a fixture, quantity: "first(again.attrs.world_size)", op: between, threshold: [2, 2]}
+      - {name: reps_from_results, mirrors: a fixture stating 3, quantity: "first(again.attrs.world_size)", op: between, threshold: [2, 2], states: 3, tolerance: 0.5}
       - {name: broken, mirrors: a threshold no run can meet, quantity: "max(cost.results.ratio)", op: ">=", threshold: 1.0e9}
 """
 
@@ -53,10 +53,15 @@ def _reproduce(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           timeout=600, cwd=str(cwd), stdin=subprocess.DEVNULL)
 
 
-def _claims(stdout: str) -> dict[str, str]:
-    """``claim -> result`` from the printed table (columns separated by two or more spaces)."""
+def _rows(stdout: str) -> dict[str, list[str]]:
+    """``claim -> row`` of the printed table (columns separated by two or more spaces)."""
     rows = [re.split(r"\s{2,}", line.strip()) for line in stdout.splitlines() if line.startswith("tiny ")]
-    return {row[1]: row[4] for row in rows}
+    return {row[1]: row for row in rows}
+
+
+def _claims(stdout: str) -> dict[str, str]:
+    """``claim -> result`` from the printed table."""
+    return {name: row[4] for name, row in _rows(stdout).items()}
 
 
 class _Refs(HTMLParser):
@@ -88,7 +93,13 @@ def test_a_broken_claim_fails_alone_and_the_status_is_1(first_run):
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert _claims(proc.stdout) == {"measured": "PASS", "reps_from_results": "PASS", "broken": "FAIL"}
     header = next(line for line in proc.stdout.splitlines() if re.match(r"figure\s{2,}claim", line))
-    assert re.split(r"\s{2,}", header.strip()) == ["figure", "claim", "threshold", "measured", "result"]
+    assert re.split(r"\s{2,}", header.strip()) == ["figure", "claim", "threshold", "measured", "result", "docs",
+                                                    "files"]
+    rows = _rows(proc.stdout)
+    # the threshold passes while the value the docs state has drifted: both are shown
+    assert rows["reps_from_results"][4:] == ["PASS", "doc drifted: states 3, measured 2", "this code"]
+    assert rows["measured"][5:] == ["-", "this code"]
+    assert "docs: 1 drifted of 1 stated" in proc.stdout
     assert "from results: reps=2" in proc.stdout
     assert not re.search(r"\bnan\b", proc.stdout, re.IGNORECASE)
 
@@ -132,6 +143,37 @@ def test_a_second_run_starts_no_job_and_a_changed_job_runs_again(first_run):
     proc = _reproduce("--manifest", str(manifest), "--out", str(out))
     assert proc.stdout.count("skipped (completed with the same config)") == 1
     assert "tiny/again: costmodel on 2 rank(s), expected 3 s (the manifest's settings changed)" in proc.stdout
+
+
+def test_files_of_other_code_run_again_unless_reused_and_then_the_claims_say_so(first_run):
+    manifest, out, _ = first_run
+    ledger = out / "ledger.jsonl"
+    proc = _reproduce("--manifest", str(manifest), "--out", str(out))       # both files up to date
+    assert proc.stdout.count("skipped (completed with the same config)") == 2, proc.stdout
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    here = next(e["code"] for e in reversed(entries) if e["kind"] == "run")
+    assert len(here["commit"]) in (0, 40) and here["python"] and here["numpy"] and here["mpi_library"]
+    # the files were made by another commit: rewrite the code identity their ledger lines name
+    for e in entries:
+        if e["kind"] == "run":
+            e["code"] = {**e["code"], "commit": "0" * 40, "package_diff_sha256": ""}
+    ledger.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    outputs = sorted((out / "runs" / "tiny").glob("*.h5"))
+    stamps = [p.stat().st_mtime_ns for p in outputs]
+    proc = _reproduce("--manifest", str(manifest), "--out", str(out), "--reuse")
+    assert proc.stdout.count("skipped (kept (--reuse) though made by other code: commit 0000000 -> ") == 2, \
+        proc.stdout
+    assert [p.stat().st_mtime_ns for p in outputs] == stamps
+    rows = _rows(proc.stdout)
+    assert {name: row[6] for name, row in rows.items()} == {name: "other code: 0000000 (--reuse)" for name in rows}
+    assert "3 computed from other code's files (--reuse)" in proc.stdout
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert report.count("other code: 0000000 (--reuse)") == 3
+    # without --reuse both run again, and the claims are computed from this code's files
+    proc = _reproduce("--manifest", str(manifest), "--out", str(out))
+    assert proc.stdout.count("(made by other code: commit 0000000 -> ") == 2, proc.stdout
+    assert [p.stat().st_mtime_ns for p in outputs] != stamps
+    assert {row[6] for row in _rows(proc.stdout).values()} == {"this code"}
 
 
 def _slurm_down() -> str:

@@ -62,10 +62,8 @@ def test_bad_input_exit_2_under_sbatch(tmp_path):
 def test_failing_rank_ends_the_step(tmp_path, fault, status, state):
     from hpcbench.results.status import file_status
 
-    t0 = time.time()
     code, log, _, _ = _submit(tmp_path, "jobs/configs/digits.yaml", "--rounds", "400", "--eval_interval", "50",
                               "--progress", "false", "--output", str(tmp_path / "x.h5"),
                               "--fault-inject", fault)
     assert code == status and f"fault injected on rank {fault[0]}" in log, (code, log[-3000:])
-    assert time.time() - t0 < 120
     assert file_status(tmp_path / "x.h5").state == state

@@ -82,16 +82,48 @@ def test_emulated_model_averaging_exchanges_a_model_sized_buffer():
     assert rec.step_s >= prof.compute_s and rec.comm_span_s >= 0.0
 
 
-def test_emulated_model_averaging_sleeps_the_copy_and_the_mix_of_the_model():
+class _VirtualTime:
+    """Stands for the ``time`` module of :mod:`hpcbench.runtime.dilation`: sleeping advances the clock exactly."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def virtual_time(monkeypatch):
+    """Emulated compute on a virtual clock: the recorded times are the slept ones, whatever the machine's load."""
+    import hpcbench.runtime.dilation as dilation
+
+    clock = _VirtualTime()
+    monkeypatch.setattr(dilation, "time", clock)
+    return clock
+
+
+def test_dilation_sleeps_the_factor_times_longer_and_reads_modelled_seconds(virtual_time):
+    d = TimeDilation(3.0)
+    t0, raw0 = d.now(), virtual_time.now
+    d.sleep(0.02)
+    assert virtual_time.now - raw0 == pytest.approx(0.06)      # 3x dilated on the machine's clock
+    assert d.now() - t0 == pytest.approx(0.02)                  # 20 ms on the run's (modelled) clock
+
+
+def test_emulated_model_averaging_sleeps_the_copy_and_the_mix_of_the_model(virtual_time):
     """The real worker copies the model into its send buffer before the exchange starts and mixes the result in
-    after it: the emulated one sleeps the profiled passes there (copy_s, then the synchroniser's mix_memory_s)."""
+    after it: the emulated one sleeps the profiled passes there (copy_s, then the synchroniser's mix_memory_s).
+    On a virtual clock, so the recorded times are exactly the slept ones (no bound on a loaded machine's clock)."""
     from hpcbench.train.emulated import EmulatedWorker
 
     prof = ComputeProfile(1e-3, 2e-3, 1e-3, np.array([2e-3, 0.0]), (300, 700), copy_s=0.03, axpy_s=0.02)
     rec = EmulatedWorker(RecordingSync("models"), prof, BatchState((8,), 0.1, 0), 8, 4 * 100, True,
                          TimeDilation(1.0)).step(0)
     want = prof.compute_s + 0.03 + 2 * 0.02
-    assert want <= rec.compute_s < want + 0.02
+    assert rec.compute_s == pytest.approx(want)       # each pass slept once: a second copy or mix adds 30 ms
     assert rec.forward_s >= 0.03 + prof.forward_s       # the copy comes before the forward
     assert rec.optimizer_s >= 0.04 + prof.optimizer_s   # the mix before the optimizer step
     assert rec.comm_span_s >= 0.03                      # counted from the step's start, as the real worker does

@@ -30,7 +30,7 @@ if comm.rank == 1:
     t0 = time.perf_counter()
     waited = 0
     while not req.Test():
-        waker.sleep(5.0)  # far longer than the sender's delay: only the signal can end it early
+        waker.sleep(600.0)  # longer than the launch's time limit: only the signal can end it in time
         waited += 1
     print(f"WOKE {time.perf_counter() - t0:.3f} {waited}", flush=True)
 else:
@@ -49,7 +49,9 @@ def test_signal_cuts_a_long_sleep_short(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("WOKE"))
     elapsed = float(line.split()[1])
-    assert 0.25 <= elapsed < 3.0, line  # woken at ~0.3 s, not after the 5 s timeout
+    # woken after the sender's 0.3 s; not by the 600 s timeout, or the launch (limit 120 s) would have failed: no
+    # bound on wall time is needed
+    assert 0.25 <= elapsed, line
 
 
 def test_waker_disables_itself_when_threads_do_not_block_the_signal():

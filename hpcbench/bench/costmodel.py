@@ -14,6 +14,12 @@ the largest buffer, divided by ``D``) and given to the model, or set with
 ``--gamma``. ``cpu`` is the process CPU time over the wall time of the timed
 calls (largest over ranks): where it nears 1 the ranks were CPU-bound (copies
 and reductions on busy cores), the limit the model leaves out.
+
+``--link-scope between_hosts`` models only the messages between hosts (run on
+several hosts, real or emulated: docs/running.md): messages inside a host go
+through shared memory as they are, and the prediction is the two-level one of
+:func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`, with the
+intra-host link taken as free (its real cost is what the ratio then shows).
 """
 
 from __future__ import annotations
@@ -40,7 +46,10 @@ COLUMNS = [("link", "float64", "bit/s", "modelled link rate"),
            ("predicted", "float64", "s", "predict_allreduce(algorithm, size, ranks, alpha, 8/link, gamma)"),
            ("ratio", "float64", "1", "measured / predicted"),
            ("gamma", "float64", "s/B", "reduction time per byte given to the model"),
-           ("cpu", "float64", "1", "process CPU / wall time of the timed calls, largest over ranks")]
+           ("cpu", "float64", "1", "process CPU / wall time of the timed calls, largest over ranks"),
+           ("busbw", "float64", "B/s", "bus bandwidth: 2 (ranks-1)/ranks size / measured"),
+           ("hosts", "str", "", "ranks per host, e.g. 2+2"),
+           ("scope", "str", "", "which messages were modelled: all, or between_hosts")]
 
 
 def _floats(text: str, key: str, parse=parse_finite) -> list:
@@ -68,6 +77,9 @@ class CostModelJob(Job):
                             help="comma list of registered algorithms (or auto)")
         parser.add_argument("--dilation", type=float, default=1.0, help="time-dilation factor >= 1")
         parser.add_argument("--reps", type=int, default=3, help="timed calls per row (median)")
+        parser.add_argument("--link-scope", choices=("all", "between_hosts"), default="all",
+                            help="model every message (all) or only those between hosts (between_hosts: "
+                                 "two-level prediction, intra-host messages taken as free)")
         parser.add_argument("--gamma", default="measure",
                             help="reduction s/byte given to the model, or 'measure' (default)")
         parser.add_argument("--output", default="results/costmodel-{start}.h5",
@@ -107,7 +119,7 @@ class CostModelJob(Job):
                 raise InputError(f"gamma: must be >= 0 s/B, got {args.gamma!r}")
         self.cfg = dict(links=links, alphas=alphas, sizes=[int(s * 1e6) // 4 * 4 for s in sizes],
                         algorithms=algs, dilation=dilation, reps=args.reps, gamma=gamma,
-                        output=args.output)
+                        output=args.output, scope=args.link_scope)
         if min(self.cfg["sizes"]) < 4:
             raise InputError(f"sizes-mb: {min(sizes):g} MB is less than one float32 element (4e-06 MB)")
         self._check_run_time(args.reps)
@@ -117,13 +129,16 @@ class CostModelJob(Job):
 
         Every row runs ``--reps`` + 1 allreduces, each at least its cost-model
         prediction without the reduction (``gamma`` 0) or the call floor,
-        stretched by ``--dilation``.
+        stretched by ``--dilation``; with ``--link-scope between_hosts`` (on
+        one host nothing may be modelled) the call floor alone.
         """
         from hpcbench.collectives.cost import link_beta, predict_allreduce
         from hpcbench.runtime.budget import call_floor_s, check_run_time
 
         c, p = self.cfg, self.comm.size
-        least = sum(max(predict_allreduce(alg, size, p, alpha, link_beta(rate)), call_floor_s(size))
+        modelled = c["scope"] == "all"
+        least = sum(max(predict_allreduce(alg, size, p, alpha, link_beta(rate)) if modelled else 0.0,
+                        call_floor_s(size))
                     for rate in c["links"] for alpha in c["alphas"] for size in c["sizes"] for alg in c["algorithms"])
         rows = len(c["links"]) * len(c["alphas"]) * len(c["sizes"]) * len(c["algorithms"])
         check_run_time((reps + 1) * least * c["dilation"].factor,
@@ -164,19 +179,28 @@ class CostModelJob(Job):
     def run(self, results) -> int:
         import hpcbench.collectives as hc
         from hpcbench.collectives.cost import link_beta, predict_allreduce
+        from hpcbench.collectives.linkcost import HostLinks, predict_allreduce_hosts
         from hpcbench.collectives.linkmodel import LinkTransport
         from hpcbench.results import Column
+        from hpcbench.runtime.hosts import host_groups
         from hpcbench.runtime.wait import sleep_barrier
 
         comm, cfg = self.comm, self.cfg
         p, dil = comm.size, cfg["dilation"]
+        layout = tuple(len(g) for g in host_groups(comm))
+        scope = cfg["scope"]
+
+        def predict(alg, size, alpha, rate, gamma):
+            if scope == "between_hosts":
+                return predict_allreduce_hosts(alg, size, HostLinks(layout, 0.0, 0.0, alpha, link_beta(rate)), gamma)
+            return predict_allreduce(alg, size, p, alpha, link_beta(rate), gamma)
         say = print if comm.rank == 0 else (lambda *a, **k: None)
         table = results.table("results", [Column(*c) for c in COLUMNS],
                               "measured allreduce over the link model against the cost model") \
             if results is not None else None
         gamma = self._gamma()
-        say(f"# hpcbench costmodel: ranks={p} dilation={dil.factor:g} reps={cfg['reps']} "
-            f"gamma={gamma:.3g} s/B (float32 sum over LinkTransport)")
+        say(f"# hpcbench costmodel: ranks={p} hosts={'+'.join(map(str, layout))} scope={scope} "
+            f"dilation={dil.factor:g} reps={cfg['reps']} gamma={gamma:.3g} s/B (float32 sum over LinkTransport)")
         say(f"# {'link':>8} {'alpha':>8} {'size':>10} {'algorithm':>18} {'measured':>11} "
             f"{'predicted':>11} {'ratio':>6} {'cpu':>5}")
         say(f"# {'(Gbit/s)':>8} {'(s)':>8} {'(B)':>10} {'':>18} {'(ms)':>11} {'(ms)':>11} "
@@ -184,7 +208,7 @@ class CostModelJob(Job):
         step = 0
         for rate in cfg["links"]:
             for alpha in cfg["alphas"]:
-                lt = LinkTransport(comm, alpha=alpha, beta=rate, dilation=dil)
+                lt = LinkTransport(comm, alpha=alpha, beta=rate, dilation=dil, scope=scope)
                 try:
                     for size in cfg["sizes"]:
                         x = np.full(size // 4, 1.0 + comm.rank, dtype=np.float32)
@@ -206,7 +230,7 @@ class CostModelJob(Job):
                             if not np.allclose(out, p * (p + 1) / 2):
                                 raise RuntimeError(f"{alg}: wrong allreduce result")
                             measured = dil.to_model(float(np.median(worst)))
-                            pred = predict_allreduce(alg, size, p, alpha, link_beta(rate), gamma)
+                            pred = predict(alg, size, alpha, rate, gamma)
                             ratio = measured / pred if pred > 0 else float("nan")
                             say(f"  {rate / 1e9:>8g} {alpha:>8.2g} {size:>10} {alg:>18} "
                                 f"{measured * 1e3:>11.3f} {pred * 1e3:>11.3f} {ratio:>6.3f} "
@@ -216,7 +240,9 @@ class CostModelJob(Job):
                                               "ranks": p, "algorithm": alg,
                                               "dilation": dil.factor, "measured": measured,
                                               "predicted": pred, "ratio": ratio,
-                                              "gamma": gamma, "cpu": cpu})
+                                              "gamma": gamma, "cpu": cpu,
+                                              "busbw": 2 * (p - 1) / p * size / measured if measured > 0 else 0.0,
+                                              "hosts": "+".join(map(str, layout)), "scope": scope})
                 finally:
                     lt.free()
         return 0

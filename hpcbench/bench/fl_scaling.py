@@ -333,11 +333,9 @@ def _engines(value: str, passthrough: list[str]) -> list[str]:
     InputError
         An unknown or repeated engine, none, or ``--client_training`` among the job flags.
     """
-    from typing import get_args
+    from hpcbench.fl.engines import AUTO, ENGINES
 
-    from hpcbench.fl.config import FLConfig
-
-    choices = get_args(FLConfig.model_fields["client_training"].annotation)
+    choices = (AUTO, *ENGINES)
     engines = [e for e in value.split(",") if e]
     bad = [e for e in engines if e not in choices]
     if not engines or bad or len(set(engines)) != len(engines):

@@ -33,7 +33,7 @@ with Python's ``random`` and has no virtual clock, overcommitment or
 stragglers, so it trains exactly ``participants`` clients per round, as many
 as hpcbench aggregates; the client loop is the idiomatic one of Flower's
 PyTorch examples (``torch.optim.SGD``, ``state_dict`` in and out), not
-hpcbench's :func:`hpcbench.fl.training.train_client`, and it does not compute
+hpcbench's :func:`hpcbench.fl.engines.training.train_client`, and it does not compute
 Oort's utility. Its results are not bit-compared with hpcbench's; the
 comparison is of round time and memory.
 
@@ -130,7 +130,7 @@ def build_apps(settings: dict, round_ends: list):
     from flwr.serverapp.strategy import FedAvg
 
     from hpcbench.fl.models import flat_parameters
-    from hpcbench.fl.training import client_generator, evaluate
+    from hpcbench.fl.engines.training import client_generator, evaluate
 
     client_app = ClientApp()
 

@@ -31,6 +31,8 @@ replayed too; ranks must then pass numpy arrays on every rank or on none.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from mpi4py import MPI
 
@@ -58,7 +60,8 @@ __all__ = ["allreduce", "iallreduce", "reduce_scatter", "ireduce_scatter", "allg
 CROSSOVER = {"small": 16 << 10, "medium": 256 << 10, "eager": eager_bytes()}
 
 
-def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> str:
+def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False,
+                     hosts: Sequence[int] | None = None) -> str:
     """The algorithm ``"auto"`` uses for a ``nbytes`` buffer on ``nranks`` ranks.
 
     Below ``CROSSOVER["small"]`` bytes, and at most ``CROSSOVER["eager"]``:
@@ -82,6 +85,14 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> s
     run as persistent plans (Rabenseifner's and recursive doubling's where ``p``
     is a power of two).
 
+    Across hosts (``hosts``: more than one, each with at least two ranks),
+    above the small-message rule: ``hierarchical``. Inside a host ranks talk
+    through shared memory and between hosts through the network, many times
+    slower; the hierarchical allreduce sends ``2 (G-1)/G m/L`` bytes per rank
+    over the network (``G`` hosts of ``L`` ranks) where the ring sends
+    ``2 (p-1)/p m`` and every ring step waits for a message crossing hosts
+    (the two-level model, :func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`).
+
     Parameters
     ----------
     nbytes : int
@@ -90,6 +101,9 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> s
         World size (>= 1).
     deterministic : bool
         Restrict the choice to algorithms that reduce each element at one rank.
+    hosts : sequence of int, optional
+        Ranks on each host (the communicator's host groups); None: not known
+        (chosen as for one host).
 
     Returns
     -------
@@ -106,9 +120,20 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False) -> s
                          f"got nranks={nranks!r}, nbytes={nbytes!r}")
     if nbytes < CROSSOVER["small"] and nbytes <= CROSSOVER["eager"]:
         return "tree" if deterministic else "recursive_doubling"
+    if hosts is not None and len(hosts) > 1 and min(hosts) > 1 and sum(hosts) == nranks:
+        return "hierarchical"
     if nranks == 2 or 2 * nbytes >= CROSSOVER["medium"] * nranks:
         return "ring"
     return "rabenseifner"
+
+
+def _auto(nbytes: int, tr, ctx, deterministic: bool) -> str:
+    """:func:`choose_algorithm` for a call: the host layout is asked for (collective, once per communicator:
+    :meth:`~hpcbench.collectives._core.Context.host_groups`) only where the size could use it."""
+    hosts = None
+    if tr.size >= 4 and not (nbytes < CROSSOVER["small"] and nbytes <= CROSSOVER["eager"]):
+        hosts = [len(g) for g in ctx.host_groups()]
+    return choose_algorithm(nbytes, tr.size, deterministic, hosts)
 
 
 #: ``(comm, context)`` of the last communicator resolved (``None`` stands for the world),
@@ -162,7 +187,7 @@ def _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name, 
     o = w if out is x else _out(w, out, None)
     src, dst = w.arr, o.arr
     if algorithm == "auto":
-        algorithm = choose_algorithm(dst.nbytes, tr.size, deterministic)
+        algorithm = _auto(dst.nbytes, tr, ctx, deterministic)
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm: expected a name, got {type(algorithm).__name__}")
     alg = _alg.get(algorithm)
@@ -285,7 +310,7 @@ def _allreduce_planned(x, out, op, algorithm, deterministic, ctx, tr):
     those arrays: numpy then refuses to ``resize`` them in place).
     """
     if algorithm == "auto":
-        algorithm = choose_algorithm(x.nbytes, tr.size, deterministic)
+        algorithm = _auto(x.nbytes, tr, ctx, deterministic)
     plans = ctx.plans
     last = plans.last
     if (last is not None and last[0] is x and last[1] is out and last[2] == op

@@ -23,6 +23,9 @@ recursive_doubling    ``log2 p' (alpha + m beta + m gamma)``
 tree                  pipelined binary tree reduce + broadcast
 star                  ``2 alpha + p m beta + (p-1) m gamma``
 binary_tree_star      star in groups, tree over group leaders
+hierarchical          direct reduce-scatter in groups, shards allreduced across
+                      groups, allgather in groups (two link levels:
+                      :func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`)
 ====================  ===========================================================
 
 plus ``2 alpha + 2 m beta + m gamma`` for the fold of non-powers of two
@@ -70,7 +73,7 @@ def predict_allreduce(algorithm: str, nbytes: int, p: int, alpha_s: float,
         Reduction time per byte (>= 0); 0 when the reduction is free next to
         the link (as over a modelled link with a CPU to spare).
     local_size : int, optional
-        ``binary_tree_star`` only: ranks per group (default: one group, one host).
+        ``binary_tree_star`` and ``hierarchical`` only: ranks per group (default: one group, one host).
 
     Returns
     -------

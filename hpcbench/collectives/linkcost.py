@@ -27,11 +27,18 @@ every other         the registered model at ``max_r beta_r``: in ring, Rabenseif
                     link paces every step (exact); for binary-tree-star it is an
                     upper bound
 ==================  ==================================================================
+
+Two link levels, inside a host and between hosts (:class:`HostLinks`,
+:func:`predict_allreduce_hosts`), price the host-aware algorithms
+(``hierarchical``, ``binary_tree_star``) phase by phase at the level each
+phase runs on; :meth:`HostLinks.betas` gives the per-rank view the
+policies take (the slow links are the ones between hosts).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,7 +48,8 @@ from hpcbench.collectives.algorithms._shapes import (star_bcast_cost, star_reduc
 from hpcbench.collectives.algorithms.weighted_shards import shard_weights, weighted_shards_links_cost
 from hpcbench.collectives.cost import predict_allreduce
 
-__all__ = ["predict_allreduce_links", "fastest_allreduce", "allreduce_options"]
+__all__ = ["predict_allreduce_links", "fastest_allreduce", "allreduce_options", "HostLinks",
+           "predict_allreduce_hosts", "fastest_allreduce_hosts"]
 
 
 def _star(nbytes: int, alpha: float, betas: np.ndarray) -> float:
@@ -170,3 +178,138 @@ def fastest_allreduce(candidates, message_bytes, alpha_s: float, betas) -> tuple
     times = {a: sum(predict_allreduce_links(a, int(m), alpha_s, betas) for m in message_bytes) for a in candidates}
     best = min(candidates, key=lambda a: times[a])
     return best, times
+
+
+@dataclass(frozen=True)
+class HostLinks:
+    """Two link levels: inside a host (shared memory) and between hosts (the network), with the ranks per host.
+
+    Attributes
+    ----------
+    ranks_per_host : tuple of int
+        Ranks of each host in rank order (hosts hold contiguous ranks), each >= 1.
+    intra_alpha_s, intra_beta : float
+        Latency (s) and seconds per byte of a message between two ranks of one host.
+    inter_alpha_s, inter_beta : float
+        The same between ranks of different hosts (``link_beta(1e9)`` for 1 Gbit/s).
+    """
+
+    ranks_per_host: tuple
+    intra_alpha_s: float
+    intra_beta: float
+    inter_alpha_s: float
+    inter_beta: float
+
+    def __post_init__(self) -> None:
+        sizes = tuple(int(k) for k in self.ranks_per_host)
+        if not sizes or min(sizes) < 1:
+            raise ValueError(f"ranks_per_host: one count >= 1 per host, got {self.ranks_per_host!r}")
+        object.__setattr__(self, "ranks_per_host", sizes)
+        for key in ("intra_alpha_s", "intra_beta", "inter_alpha_s", "inter_beta"):
+            v = getattr(self, key)
+            if not (v >= 0 and math.isfinite(v)):
+                raise ValueError(f"{key}: must be a finite number >= 0, got {v!r}")
+
+    @property
+    def ranks(self) -> int:
+        """World size."""
+        return sum(self.ranks_per_host)
+
+    def betas(self) -> np.ndarray:
+        """Each rank's slowest outgoing link, s/byte (the inter-host one once there are several hosts): what
+        :func:`predict_allreduce_links` and the policies take."""
+        b = self.inter_beta if len(self.ranks_per_host) > 1 else self.intra_beta
+        return np.full(self.ranks, max(b, self.intra_beta))
+
+
+def _tree_star_hosts(nbytes: int, links: HostLinks, gamma: float) -> float:
+    local, hosts = max(links.ranks_per_host), len(links.ranks_per_host)
+    a_i, b_i, a_e, b_e = links.intra_alpha_s, links.intra_beta, links.inter_alpha_s, links.inter_beta
+    return (star_reduce_cost(nbytes, local, a_i, b_i, gamma) + tree_reduce_cost(nbytes, hosts, a_e, b_e, gamma)
+            + tree_bcast_cost(nbytes, hosts, a_e, b_e, gamma) + star_bcast_cost(nbytes, local, a_i, b_i, gamma))
+
+
+def predict_allreduce_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma_s_per_byte: float = 0.0) -> float:
+    """Predicted seconds of one allreduce of ``nbytes`` per rank over two link levels.
+
+    ==================  ==============================================================
+    hierarchical        reduce-scatter and allgather inside the hosts at the intra
+                        link, the shards' allreduce at the inter link
+                        (:func:`~hpcbench.collectives.algorithms.hierarchical.hierarchical_levels_cost`)
+    binary_tree_star    the stars inside the hosts at the intra link, the tree over
+                        the host leaders at the inter link
+    every other         the registered model at the slower level's link (latency and
+                        bandwidth): with more than one host some message of every
+                        step of the ring, Rabenseifner and recursive doubling crosses
+                        hosts and the step waits for it (exact for the ring with
+                        contiguous hosts; an upper bound for tree and star)
+    ==================  ==============================================================
+
+    Parameters
+    ----------
+    algorithm : str
+        A registered algorithm with a cost model, or ``"auto"`` (what
+        :func:`hpcbench.collectives.choose_algorithm` picks for this layout).
+    nbytes : int
+        Bytes of each rank's buffer (>= 0).
+    links : HostLinks
+        The hosts and both levels' links.
+    gamma_s_per_byte : float
+        Reduction seconds per byte (>= 0).
+
+    Returns
+    -------
+    float
+        Seconds; 0 for one rank or an empty buffer.
+
+    Raises
+    ------
+    ValueError
+        Unknown algorithm or one without a cost model, or a bad argument.
+
+    Examples
+    --------
+    >>> from hpcbench.collectives.cost import link_beta
+    >>> two = HostLinks((2, 2), 0.0, 0.0, 0.0, link_beta(1e9))      # free inside, 1 Gbit/s between
+    >>> round(predict_allreduce_hosts("hierarchical", 10**6, two) * 1e3, 6)   # 2 x 1/2 x 0.5 MB at 8 ns/B
+    4.0
+    >>> round(predict_allreduce_hosts("ring", 10**6, two) * 1e3, 6)           # 2 x 3/4 x 1 MB at 8 ns/B
+    12.0
+    """
+    if not (nbytes >= 0 and gamma_s_per_byte >= 0 and math.isfinite(gamma_s_per_byte)):
+        raise ValueError(f"nbytes and gamma_s_per_byte must be >= 0, got {nbytes!r}, {gamma_s_per_byte!r}")
+    if not isinstance(links, HostLinks):
+        raise TypeError(f"links: expected a HostLinks, got {type(links).__name__}")
+    p = links.ranks
+    if algorithm == "auto":
+        from hpcbench.collectives.api import choose_algorithm
+        algorithm = choose_algorithm(int(nbytes), p, hosts=links.ranks_per_host)
+    _alg.get(algorithm)
+    if p <= 1 or nbytes <= 0:
+        return 0.0
+    if algorithm == "hierarchical":
+        from hpcbench.collectives.algorithms.hierarchical import hierarchical_levels_cost
+        return float(hierarchical_levels_cost(int(nbytes), links.ranks_per_host, links.intra_alpha_s,
+                                              links.intra_beta, links.inter_alpha_s, links.inter_beta,
+                                              gamma_s_per_byte))
+    if algorithm == "binary_tree_star":
+        return float(_tree_star_hosts(int(nbytes), links, gamma_s_per_byte))
+    several = len(links.ranks_per_host) > 1
+    alpha = max(links.intra_alpha_s, links.inter_alpha_s) if several else links.intra_alpha_s
+    beta = max(links.intra_beta, links.inter_beta) if several else links.intra_beta
+    return predict_allreduce(algorithm, int(nbytes), p, alpha, beta, gamma_s_per_byte)
+
+
+def fastest_allreduce_hosts(candidates, message_bytes, links: HostLinks) -> tuple[str, dict]:
+    """:func:`fastest_allreduce` over two link levels (:func:`predict_allreduce_hosts`): the candidate with the
+    least predicted time for a step's messages, and every candidate's time (ties to the earlier one).
+
+    Raises
+    ------
+    ValueError
+        No candidate, or as :func:`predict_allreduce_hosts`.
+    """
+    if not candidates:
+        raise ValueError("candidates: give at least one algorithm")
+    times = {a: sum(predict_allreduce_hosts(a, int(m), links) for m in message_bytes) for a in candidates}
+    return min(candidates, key=lambda a: times[a]), times

@@ -403,6 +403,13 @@ class LinkTransport(Transport):
     slow : sequence of SlowLink, optional
         Injected slow links; the entries of this rank apply from the step
         :meth:`at_step` last named (none before the first call).
+    scope : {"all", "between_hosts"}, default "all"
+        Which messages take the modelled time: every one, or only those
+        between ranks on different hosts (the two-level model: messages
+        inside a host go through MPI as they are, shared memory; a rank's
+        inter-host link is its own, the host's ranks do not share one).
+        ``between_hosts`` gathers the host names (collective, at
+        construction).
     dilation : hpcbench.runtime.dilation.TimeDilation, optional
         Time dilation ``d`` (default none, ``d = 1``): the modelled latency
         and transfer time last ``d`` times longer in wall time (a message
@@ -426,8 +433,17 @@ class LinkTransport(Transport):
 
     def __init__(self, comm: MPI.Comm, alpha: float = 0.0, beta: float | str = "1Gbit",
                  trace: BandwidthReplay | None = None,
-                 dilation: TimeDilation | None = None, slow=()) -> None:
+                 dilation: TimeDilation | None = None, slow=(), scope: str = "all") -> None:
         super().__init__(comm)
+        if scope not in ("all", "between_hosts"):
+            raise ValueError(f"scope must be 'all' or 'between_hosts', got {scope!r}")
+        self.scope = scope
+        #: ranks whose messages to and from this rank are not modelled (same host, scope between_hosts)
+        self.unmodelled: frozenset[int] = frozenset()
+        if scope == "between_hosts":
+            from hpcbench.runtime.hosts import gather_hostnames
+            names = gather_hostnames(comm)
+            self.unmodelled = frozenset(r for r, h in enumerate(names) if h == names[comm.rank])
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")
         if dilation is None:
@@ -458,7 +474,9 @@ class LinkTransport(Transport):
             return self.slowdown * self.trace.transfer_time(bits, self.dilation.to_model(depart - self.t0))
         return self.slowdown * bits / self.beta
 
-    def isend(self, buf: np.ndarray, dest: int, tag: int) -> LinkRequest:
+    def isend(self, buf: np.ndarray, dest: int, tag: int) -> P2PRequest:
+        if dest in self.unmodelled:
+            return super().isend(buf, dest, tag)
         now = time.monotonic()
         depart = max(now, self.link_free)
         tx = self.transfer_time(buf.nbytes, depart)
@@ -476,7 +494,9 @@ class LinkTransport(Transport):
         self.header_bytes_sent += header.nbytes
         return LinkRequest([rh, rb], buf.nbytes, None, depart + wall_tx, keep=(header, buf))
 
-    def irecv(self, buf: np.ndarray, source: int, tag: int) -> LinkRequest:
+    def irecv(self, buf: np.ndarray, source: int, tag: int) -> P2PRequest:
+        if source in self.unmodelled:
+            return super().irecv(buf, source, tag)
         header = np.empty(2, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)
@@ -511,4 +531,5 @@ class LinkTransport(Transport):
     def __repr__(self) -> str:
         link = f"trace({self.trace.bits_per_s.size} samples)" if self.trace else f"{self.beta:.3g} bit/s"
         slow = f", slow={list(self.slow)}" if self.slow else ""
-        return f"LinkTransport(alpha={self.alpha}, beta={link}, dilation={self.dilation.factor:g}{slow})"
+        scope = f", scope={self.scope}" if self.scope != "all" else ""
+        return f"LinkTransport(alpha={self.alpha}, beta={link}, dilation={self.dilation.factor:g}{slow}{scope})"

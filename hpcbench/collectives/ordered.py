@@ -110,6 +110,11 @@ class OrderedAllreduce:
         self.started_at = np.full(n, np.nan)
         self.completed_at = np.full(n, np.nan)
         self._kw = dict(op=op, algorithm=algorithm, comm=comm, transport=transport, name=name, weights=weights)
+        if algorithm == "auto":
+            # "auto" may ask the communicator's host groups, a collective: here, on the caller's thread, and
+            # once per communicator, never in the progress engine that starts the allreduces below
+            from hpcbench.collectives.api import _resolve
+            _resolve(comm, transport)[0].host_groups()
         self._request = submit(Request(self._run(), None, name,
                                        max([b.nbytes for b in self.buffers], default=0)))
 

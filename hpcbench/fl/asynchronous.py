@@ -14,7 +14,7 @@ triggered).
 This module is the discrete-event planner: a heap of finish events ordered by
 (virtual time, task number). :class:`FedBuffPlanner` hands out one
 :class:`ServerUpdate` at a time, naming which tasks (client, start version)
-make it up; the MPI loop (:mod:`hpcbench.fl.asynchronous_loop`) then trains
+make it up; the MPI loop (:mod:`hpcbench.fl.rounds.fedbuff`) then trains
 exactly those, so which rank trains what never changes the result.
 
 Where hpcbench differs from FedScale's ``AsyncAggregator``
@@ -201,7 +201,7 @@ class FedBuffPlanner:
         self._buffer: list[Task] = []
         self._stale: list[Task] = []
         self._dropouts: list[Task] = []
-        self._seed = int(clock.cfg.seed)
+        self._seed = int(clock.settings.seed)
 
     # -- state ----------------------------------------------------------------------------
     def in_flight(self) -> list[Task]:

@@ -35,8 +35,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from hpcbench.fl.settings import ClockSettings
 
 __all__ = ["ClientRegistry", "RoundTiming", "VirtualClock", "expected_durations"]
 
@@ -146,7 +150,9 @@ class VirtualClock:
 
     Parameters
     ----------
-    cfg : hpcbench.fl.config.FLConfig
+    settings : hpcbench.fl.settings.ClockSettings
+        The keys the clock reads (seed, participants, overcommitment, local
+        steps, batch size, dropouts, compute scale).
     registry : ClientRegistry
     device, bandwidth, availability : trace objects
         From :mod:`hpcbench.traces` (``sample_latency_s``, ``sample_kbps``,
@@ -158,16 +164,16 @@ class VirtualClock:
         for compressed transfers).
     compute_scale : float, optional
         Factor on the per-sample latency (attribute ``compute_scale``);
-        default ``cfg.traces.compute_scale``.
+        default ``settings.compute_scale``.
     selector : hpcbench.fl.contracts.Selector
         Picks each round's participants (and, in async mode, each refill of
         FedBuff's in-flight slots).
     """
 
-    def __init__(self, cfg, registry: ClientRegistry, device, bandwidth, availability,
+    def __init__(self, settings: ClockSettings, registry: ClientRegistry, device, bandwidth, availability,
                  model_bytes: int, selector, compute_scale: float | None = None) -> None:
-        self.cfg = cfg
-        self.compute_scale = float(cfg.traces.compute_scale if compute_scale is None else compute_scale)
+        self.settings = settings
+        self.compute_scale = float(settings.compute_scale if compute_scale is None else compute_scale)
         self.registry = registry
         self.device = device
         self.bandwidth = bandwidth
@@ -195,9 +201,9 @@ class VirtualClock:
         downlink then uplink bandwidths. Communication charges
         ``down_bytes`` and ``up_bytes``, ``nbytes * 8 / 1000 / kbps`` each.
         """
-        cfg, reg = self.cfg, self.registry
+        s, reg = self.settings, self.registry
         latency = np.asarray(self.device.sample_latency_s(reg.device_row[ids], rng), dtype=np.float64)
-        compute = cfg.local_steps * cfg.batch_size * latency * self.compute_scale
+        compute = s.local_steps * s.batch_size * latency * self.compute_scale
         rows = reg.bandwidth_row[ids]
         kbps_down = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="down"), dtype=np.float64)
         kbps_up = np.asarray(self.bandwidth.sample_kbps(rows, rng, direction="up"), dtype=np.float64)
@@ -212,28 +218,28 @@ class VirtualClock:
 
         All False when the config's ``dropouts`` is off. Returns bool, shape of ``ids``.
         """
-        if not self.cfg.dropouts:
+        if not self.settings.dropouts:
             return np.zeros(len(ids), dtype=bool)
         rows = self.registry.availability_row[ids]
         return ~np.asarray(self.availability.is_available(rows, finish_s), dtype=bool)
 
     def next_round(self, round_: int) -> RoundTiming:
         """Select and time round ``round_``'s participants, then advance the clock."""
-        cfg = self.cfg
+        s = self.settings
         online = self._online()
-        count = math.ceil(cfg.participants * cfg.overcommitment)
+        count = s.selected
         ids = self.selector.select(round_, online, count)
         m = len(ids)
         # one generator per round, drawn in ascending client-id order (vectorised: a few
         # numpy calls per round instead of a Python loop over participants)
-        rng = np.random.default_rng([cfg.seed, round_, 0xC10C])
+        rng = np.random.default_rng([s.seed, round_, 0xC10C])
         compute, comm = self.client_times(ids, rng)
         completion = compute + comm
         start = self.now_s
         dropped = self.dropped_out(ids, start + completion)
         order = np.lexsort((ids, completion))
         order = order[~dropped[order]]
-        keep = min(cfg.participants, len(order))
+        keep = min(s.participants, len(order))
         aggregated = np.zeros(m, dtype=bool)
         aggregated[order[:keep]] = True
         if keep:

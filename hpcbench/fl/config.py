@@ -10,16 +10,18 @@ scalars (``--rounds 5``, ``--traces.availability.format none``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Mapping, Union
+from typing import Annotated, Any, Literal, Mapping, Union
 
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from hpcbench.fl.aggregation import AGGREGATORS
 from hpcbench.fl.config_async import AsyncConfig
 from hpcbench.fl.config_compression import CompressionConfig, UplinkCompressionConfig
-from hpcbench.fl.data import DATASETS
+from hpcbench.fl.data import check_dataset_name, dataset_class
+from hpcbench.fl.engines import AUTO, ENGINES, EngineJob, auto_engine
 from hpcbench.fl.limits import MAX_SAMPLE_GRADIENTS, sample_gradients
-from hpcbench.fl.models import MODELS
+from hpcbench.fl.models import MODELS, check_model_name, model_entry
+from hpcbench.fl.rounds import ROUND_DRIVERS
 from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime import config as _config
 from hpcbench.runtime.config import ConfigError, Strict, strategy_section
@@ -35,8 +37,10 @@ class DatasetConfig(_Strict):
     """Which real dataset, and how it is split across registered clients.
 
     ``partition``: ``dirichlet`` (label skew with concentration ``alpha``; Hsu et
-    al. 2019), ``iid``, or ``natural`` (Shakespeare: one client per speaking
-    role, as LEAF). With ``samples_per_client`` set, every client draws that
+    al. 2019), ``iid``, ``quantity`` (power-law client sizes with exponent
+    ``power``, IID labels; LEAF's quantity skew; needs ``samples_per_client:
+    null``) or ``natural`` (the dataset's own clients: Shakespeare's roles,
+    LEAF's users, FedScale's ``client_id``). With ``samples_per_client`` set, every client draws that
     many samples from its own label distribution (clients may share samples),
     so any number of clients can be registered; unset (``null``), the training
     set is split disjointly. The defaults register a FedScale-like population
@@ -44,27 +48,48 @@ class DatasetConfig(_Strict):
     trace keeps about 10 % online, so that a round's 13 selected clients are a
     choice among about 100 (with a disjoint split the 1,437 training digits
     allow about 100 clients, all of them selected whenever online).
-    Shakespeare ignores ``num_clients`` and ``samples_per_client``.
+    A natural partition ignores ``num_clients`` and ``samples_per_client``.
+
+    ``name`` is a registered dataset (``docs/fl.md``: digits, shakespeare,
+    fashion_mnist, idx, leaf_femnist, leaf_shakespeare, leaf_sent140,
+    leaf_celeba, fedscale) or a user's ``package.module:callable``
+    (``docs/byo.md``), resolved when the config is validated.
     """
 
     name: str = "digits"
-    """registered dataset: digits (scikit-learn 8x8 handwritten digits) or shakespeare (LEAF, one client per role)"""
-    partition: Literal["dirichlet", "iid", "natural"] = "dirichlet"
-    """how samples are split across clients: dirichlet (label skew), iid, natural (Shakespeare roles)"""
+    """registered dataset (digits, shakespeare, fashion_mnist, idx, leaf_femnist, leaf_shakespeare, leaf_sent140, leaf_celeba, fedscale) or package.module:callable"""
+    path: str | None = None
+    """folder of the dataset's files: IDX files (idx, fashion_mnist: default /usr/share/datasets/fashion-mnist), LEAF's data/<dataset>/data (leaf_*), FedScale's data_dir (fedscale)"""
+    prefix: str = ""
+    """file-name prefix of one IDX set in a folder holding several (EMNIST's emnist-balanced-)"""
+    data_map_file: str | None = None
+    """FedScale's training client map (default: path/client_data_mapping/train.csv; test.csv beside it)"""
+    image_size: int | None = Field(None, ge=4, le=1024)
+    """height and width images are resized to (fedscale: default 28; leaf_celeba: default 84)"""
+    channels: Literal[1, 3] | None = None
+    """colour channels of decoded images (fedscale: default 3, FedScale's RGB)"""
+    vocab_size: int = Field(5000, ge=1, le=1_000_000)
+    """most frequent training words counted in leaf_sent140's bags of words"""
+    options: dict[str, Any] = {}
+    """free-form keys for a package.module:callable dataset factory"""
+    partition: Literal["dirichlet", "iid", "quantity", "natural"] = "dirichlet"
+    """how samples are split across clients: dirichlet (label skew), iid, quantity (power-law sizes), natural (the dataset's own clients)"""
     alpha: float = Field(0.5, gt=0)
     """Dirichlet concentration of the label skew (smaller: more skewed)"""
+    power: float = Field(1.5, gt=0, le=100)
+    """Pareto shape of partition quantity's client sizes (smaller: heavier tail)"""
     num_clients: int = Field(1000, ge=1, le=100_000_000)
-    """registered clients (digits; Shakespeare has one per role)"""
+    """registered clients (not with partition natural)"""
     samples_per_client: int | None = Field(30, ge=1, le=1_000_000)
-    """samples each digits client draws from its own label distribution (null: disjoint split of the training set)"""
+    """samples each client draws from its own label distribution (null: disjoint split of the training set)"""
     test_fraction: float = Field(0.2, gt=0, lt=1)
-    """fraction of the dataset held out as the global test set"""
+    """fraction of the dataset held out as the global test set (digits, shakespeare; the others have a test split)"""
     seq_len: int = Field(80, ge=2, le=1024)
     """characters per Shakespeare training sequence"""
     max_test_samples: int = Field(2000, ge=1)
     """largest test set evaluated by the aggregator"""
 
-    _name = field_validator("name")(DATASETS.checker())
+    _name = field_validator("name")(check_dataset_name)
 
     @model_validator(mode="after")
     def _check(self):
@@ -73,9 +98,18 @@ class DatasetConfig(_Strict):
                              f"{self.num_clients * self.samples_per_client} sample assignments; at most "
                              f"{2**31 - 1} fit the 32-bit index")
         if self.name == "digits" and self.partition == "natural":
-            raise ValueError("partition 'natural' needs dataset 'shakespeare' (one client per role)")
+            raise ValueError("partition 'natural' needs a dataset with its own clients (shakespeare, leaf_*, "
+                             "fedscale); digits has none")
         if self.name == "shakespeare" and self.partition != "natural":
             raise ValueError(f"dataset 'shakespeare' supports partition 'natural' only, got {self.partition!r}")
+        if self.partition == "quantity" and self.samples_per_client is not None:
+            raise ValueError(f"partition 'quantity' draws each client's size; set samples_per_client: null "
+                             f"(got {self.samples_per_client})")
+        if self.name in ("idx", "fedscale") or self.name.startswith("leaf_"):
+            if self.path is None:
+                raise ValueError(f"dataset {self.name!r} needs path (the folder of its files)")
+        if self.data_map_file is not None and self.name != "fedscale":
+            raise ValueError(f"data_map_file is FedScale's client map: it needs name 'fedscale', got {self.name!r}")
         return self
 
 
@@ -83,19 +117,29 @@ class ModelConfig(_Strict):
     """Model to train, a name in ``MODELS`` whose ``input_kind`` matches the dataset's.
 
     ``mlp``/``logreg`` read feature vectors (digits), ``charlstm`` reads
-    character sequences (Shakespeare).
+    character sequences (Shakespeare), ``cnn`` (LEAF's FEMNIST CNN) and
+    ``mobilenet_v2`` (torchvision's) read images; ``package.module:callable``
+    is a user's factory (``docs/byo.md``).
     """
 
     name: str = "mlp"
-    """registered model: mlp, logreg (digits), charlstm (Shakespeare)"""
+    """registered model: mlp, logreg (features), charlstm (tokens), cnn, mobilenet_v2 (images); or package.module:callable"""
     hidden: int = Field(64, ge=1, le=65536)
     """hidden units (mlp) or LSTM state size (charlstm)"""
     embedding: int = Field(8, ge=1, le=4096)
     """character embedding size (charlstm)"""
     layers: int = Field(1, ge=1, le=8)
     """LSTM layers (charlstm)"""
+    hidden_dense: int = Field(2048, ge=1, le=65536)
+    """units of the dense layer after the convolutions (cnn; LEAF: 2048)"""
+    width: float = Field(1.0, gt=0, le=4)
+    """width multiplier of mobilenet_v2's channels"""
+    input_size: int | None = Field(None, ge=8, le=1024)
+    """mobilenet_v2: height and width inputs are resized to (null: the dataset's)"""
+    options: dict[str, Any] = {}
+    """free-form keys for a package.module:callable model factory"""
 
-    _name = field_validator("name")(MODELS.checker())
+    _name = field_validator("name")(check_model_name)
 
 
 class TraceConfig(_Strict):
@@ -160,7 +204,7 @@ class FLConfig(_Strict):
     round: ``cores`` (default) as many as the node has cores available to
     its executors, ``all`` every executor, or a number. The active executors
     rotate round by round; results do not depend on it (see
-    :mod:`hpcbench.fl.emulation`).
+    :mod:`hpcbench.fl.executors.pool`).
 
     ``selection`` and ``aggregator`` are sections ``{name: NAME, ...}`` with
     ``NAME`` registered in ``SELECTORS`` / ``AGGREGATORS`` and the other keys
@@ -170,14 +214,17 @@ class FLConfig(_Strict):
     below ``min_learning_rate`` (``decay_factor: 1``, the default, keeps it
     constant; FedScale uses 0.98).
 
-    ``client_training: auto`` (the default) resolves, at validation, to
+    ``client_training`` names an engine of ``ENGINES``
+    (:mod:`hpcbench.fl.engines`), or ``auto`` (the default), which resolves
+    at validation to :func:`hpcbench.fl.engines.auto_engine`'s choice:
     ``numpy`` where the torch-free engine trains the job (a model with a
     numpy twin, ``mode: sync``, no compression, ``traces.compute_cost:
     trace``, an aggregator whose client-side term has a numpy gradient) and
-    to ``sequential`` otherwise; the validated config, and so the results
-    file, holds the engine chosen, and :attr:`engine_chosen` says that it was
-    chosen. Versions before ``auto`` ran ``sequential`` unless told otherwise:
-    ``client_training: sequential`` gives their bits.
+    ``sequential`` otherwise; the results
+    file (:meth:`record`) and :attr:`engine` hold the engine chosen, and
+    :attr:`engine_chosen` says that it was chosen. Versions before ``auto``
+    ran ``sequential`` unless told otherwise: ``client_training:
+    sequential`` gives their bits.
 
     ``mode``: ``sync`` (synchronous rounds) or ``async`` (FedBuff, settings in
     ``asynchronous``; see :mod:`hpcbench.fl.asynchronous`), where FedBuff's
@@ -209,7 +256,7 @@ class FLConfig(_Strict):
     """client SGD learning rate"""
     momentum: float = Field(0.0, ge=0, lt=1)
     """client SGD momentum"""
-    client_training: Literal["auto", "sequential", "batched", "numpy"] = "auto"
+    client_training: str = AUTO
     """auto: numpy where the job allows it, else sequential (the engine chosen is what the results file records); numpy: torch-free engine (mlp/logreg, sync, uncompressed), no rank imports torch; sequential: one torch model per client, one after another (the bits of versions before auto); batched: vmapped together, not bit-identical"""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     """where the torch engines train clients: cpu; cuda (one GPU per executor rank, the node-local rank modulo the visible GPUs; exit 2 when none is visible; not the numpy engine); auto (cuda where a GPU is visible). Aggregation and evaluation stay on the CPU"""
@@ -230,7 +277,7 @@ class FLConfig(_Strict):
     stop_at_target: bool = False
     """end the job at the first evaluation reaching target_accuracy"""
     traces: TracesConfig = TracesConfig()
-    mode: Literal["sync", "async"] = "sync"
+    mode: str = "sync"
     """sync: synchronous rounds; async: FedBuff buffered asynchronous updates (section asynchronous)"""
     asynchronous: AsyncConfig = AsyncConfig()
     """FedBuff settings, read when mode is async"""
@@ -249,35 +296,53 @@ class FLConfig(_Strict):
     checkpoint: str = Field("{output}.ckpt", min_length=1)
     """checkpoint file; {output} (the results file) and {job_name} are filled in; --resume FILE continues it"""
 
+    _engine: str = PrivateAttr(AUTO)
     _engine_chosen: bool = PrivateAttr(False)
+    _mode = field_validator("mode")(ROUND_DRIVERS.checker())
+
+    @field_validator("client_training")
+    @classmethod
+    def _engine_name(cls, value: str) -> str:
+        return value if value == AUTO else ENGINES.check(value)
+
+    @property
+    def engine(self) -> str:
+        """The ``ENGINES`` name that trains clients: ``client_training``, or the engine ``auto`` chose."""
+        return self._engine
 
     @property
     def engine_chosen(self) -> bool:
-        """True when ``client_training`` was ``auto`` and validation chose the engine it now holds."""
+        """True when ``client_training`` is ``auto`` and validation chose :attr:`engine`."""
         return self._engine_chosen
+
+    def record(self) -> dict:
+        """The config as the results file and checkpoints keep it: every key, ``client_training`` the engine
+        that runs (:attr:`engine`)."""
+        return {**self.model_dump(), "client_training": self._engine}
 
     @model_validator(mode="after")
     def _check(self):
-        if self.participants > self.dataset.num_clients and self.dataset.name == "digits":
+        if self.participants > self.dataset.num_clients and self.dataset.partition != "natural":
             raise ValueError(f"participants ({self.participants}) exceeds dataset.num_clients "
                              f"({self.dataset.num_clients})")
-        model_kind, data_kind = MODELS[self.model.name].input_kind, DATASETS[self.dataset.name].input_kind
-        if model_kind != data_kind:
+        entry = model_entry(self.model.name)
+        model_kind, data_kind = entry.input_kind, dataset_class(self.dataset.name).input_kind
+        if model_kind is not None and data_kind is not None and model_kind != data_kind:
             raise ValueError(f"model {self.model.name!r} reads {model_kind} but dataset {self.dataset.name!r} "
                              f"gives {data_kind}; models for it: "
                              f"{', '.join(n for n, m in MODELS.items() if m.input_kind == data_kind)}")
-        if self.mode == "async" and not AGGREGATORS[self.aggregator.name].accepts_pseudo_gradient:
+        if ROUND_DRIVERS[self.mode].buffered and not AGGREGATORS[self.aggregator.name].accepts_pseudo_gradient:
             raise ValueError(f"aggregator {self.aggregator.name!r} needs per-client updates and cannot take "
-                             f"FedBuff's buffered sum (mode 'async'); aggregators for async mode: "
+                             f"FedBuff's buffered sum (mode {self.mode!r}); aggregators for it: "
                              f"{', '.join(n for n, a in AGGREGATORS.items() if a.accepts_pseudo_gradient)}")
-        if self.client_training == "batched" and (self.mode != "sync" or model_kind != "features"):
-            raise ValueError(f"client_training 'batched' needs mode 'sync' and a model reading feature vectors "
-                             f"(mlp, logreg); got mode {self.mode!r}, model {self.model.name!r}")
-        if self.client_training == "auto":  # frozen model: set the resolved engine once, here
-            object.__setattr__(self, "client_training", "sequential" if self.numpy_engine_problems() else "numpy")
-            self._engine_chosen = True
-        elif self.client_training == "numpy" and self.numpy_engine_problems():
-            raise ValueError("client_training 'numpy' does not support " + "; ".join(self.numpy_engine_problems()))
+        if self.client_training == AUTO:  # private attributes: the fields stay as given
+            self._engine, self._engine_chosen = auto_engine(self.engine_job()), True
+        elif self.engine_problems(self.client_training):
+            raise ValueError(f"client_training {self.client_training!r} does not support "
+                             + "; ".join(self.engine_problems(self.client_training))
+                             + f" (model {self.model.name!r})")
+        else:
+            self._engine = self.client_training
         work = sample_gradients(self)
         if work > MAX_SAMPLE_GRADIENTS:
             per = "asynchronous.buffer_size" if self.mode == "async" else "ceil(participants x overcommitment)"
@@ -288,31 +353,19 @@ class FLConfig(_Strict):
                              f"(months to years of training); lower rounds, local_steps or batch_size")
         return self
 
-    def numpy_engine_problems(self) -> list[str]:
-        """The settings the torch-free engine (:mod:`hpcbench.fl.numpy_training`) does not implement.
+    def engine_job(self) -> EngineJob:
+        """The facts of this job that a client-training engine's ``problems`` reads."""
+        entry = model_entry(self.model.name)
+        kind = entry.input_kind if entry.input_kind is not None else dataset_class(self.dataset.name).input_kind
+        return EngineJob(self.device, self.mode, self.model.name, entry, kind,
+                         tuple((key, getattr(self, key).name, getattr(self, key).enabled)
+                               for key in ("uplink_compression", "downlink_compression")),
+                         self.traces.compute_cost, self.aggregator.name,
+                         AGGREGATORS[self.aggregator.name](self.aggregator))
 
-        Empty when it can train the job; then a rank that trains no client
-        (rank 0 of a multi-rank job) needs no torch whatever the engine
-        (:func:`hpcbench.fl.setup.uses_torch`).
-        """
-        problems = []
-        if self.device == "cuda":
-            problems.append("device 'cuda' (the numpy engine computes on the CPU; needs 'cpu' or 'auto')")
-        if self.mode != "sync":
-            problems.append(f"mode {self.mode!r} (needs 'sync')")
-        if MODELS[self.model.name].numpy_target is None:
-            problems.append(f"model {self.model.name!r} (numpy models: "
-                            f"{', '.join(n for n, m in MODELS.items() if m.numpy_target)})")
-        for key in ("uplink_compression", "downlink_compression"):
-            if getattr(self, key).enabled:
-                problems.append(f"{key}.name {getattr(self, key).name!r} (the codecs are torch's; needs 'none')")
-        if self.traces.compute_cost != "trace":
-            problems.append(f"traces.compute_cost {self.traces.compute_cost!r} (torch counts the FLOPs; "
-                            f"needs 'trace')")
-        aggregator = AGGREGATORS[self.aggregator.name](self.aggregator)
-        if aggregator.client_regulariser() is not None and aggregator.client_regulariser_gradient() is None:
-            problems.append(f"aggregator {self.aggregator.name!r} (its client-side term has no numpy gradient)")
-        return problems
+    def engine_problems(self, name: str) -> list[str]:
+        """What of this job engine ``name`` (in ``ENGINES``) does not implement; empty when it can train it."""
+        return ENGINES[name].problems(self.engine_job())
 
 
 def flatten_keys(model: type[BaseModel] = FLConfig, prefix: str = "") -> list[str]:

@@ -87,7 +87,7 @@ class RoundFeedback:
         was aggregated.
     utility : ndarray of shape (m,), float64
         Statistical utility measured on the executor during local training
-        (Oort's ``|B_i| sqrt(mean l^2)``, see :func:`hpcbench.fl.training.train_client`);
+        (Oort's ``|B_i| sqrt(mean l^2)``, see :func:`hpcbench.fl.engines.training.train_client`);
         NaN for clients that were not trained (stragglers, dropouts).
     num_examples : ndarray of shape (m,), int64
     """
@@ -231,7 +231,7 @@ class Selector(_Stateful, ABC):
         In ``mode: async`` (FedBuff) it is called at each server update with
         ``round_`` the latest selection number given to :meth:`select`, for
         every client whose task finished since the previous update (see
-        :mod:`hpcbench.fl.asynchronous_loop`).
+        :mod:`hpcbench.fl.rounds.fedbuff`).
         """
 
 
@@ -240,7 +240,7 @@ class FLModel(ABC):
 
     A model class subclasses both ``torch.nn.Module`` and this, declares the
     ``input_kind`` of the datasets it reads (``features``: float vectors;
-    ``tokens``: int64 sequences) and builds itself from the model config
+    ``tokens``: int64 sequences; ``images``: float32 ``(C, H, W)``) and builds itself from the model config
     section and the dataset.
     """
 

@@ -321,6 +321,43 @@ class _Translation:
         return True
 
 
+#: FedScale's image data sets whose own download hpcbench reads (``dataset.name: fedscale``)
+FEDSCALE_IMAGE_SETS = ("femnist", "openImg")
+
+
+def _real_data(t: _Translation, raw_values: Mapping[str, Any]) -> bool:
+    """A FedScale image set's own download named by ``data_dir`` (and ``data_map_file``): read it.
+
+    When ``data_set`` is one of :data:`FEDSCALE_IMAGE_SETS` and ``data_dir``
+    is a folder whose client map exists (``data_map_file``, default
+    ``data_dir/client_data_mapping/train.csv``), the job reads that data with
+    its own clients (``dataset.name: fedscale``, ``partition: natural``).
+    True when it does; False leaves ``data_set`` to be refused or
+    overridden as before.
+    """
+    name = raw_values.get("data_set")
+    if name not in FEDSCALE_IMAGE_SETS or not isinstance(raw_values.get("data_dir"), str) \
+            or _overridden("dataset.name", t.given) is not None:
+        return False
+    try:
+        root = _expand(raw_values["data_dir"])
+        mapped = raw_values.get("data_map_file")
+        map_file = _expand(mapped) if isinstance(mapped, str) else os.path.join(root, "client_data_mapping",
+                                                                                  "train.csv")
+    except ValueError:   # an unset variable: no download here (data_set is then refused by name, as before)
+        return False
+    if not os.path.isdir(root) or not os.path.isfile(map_file):
+        return False
+    for key, target, value in (("data_set", "dataset.name", "fedscale"), ("data_dir", "dataset.path", root),
+                               ("data_map_file", "dataset.data_map_file", map_file),
+                               ("data_map_file", "dataset.partition", "natural"),
+                               ("data_map_file", "dataset.samples_per_client", None)):
+        t.set(key, target, value)
+    t.notes.append(f"data_dir, data_map_file: FedScale's {name!r} read from {root} with its own clients "
+                   f"({map_file}; dataset.name fedscale, partition natural)")
+    return True
+
+
 def _strategy(t: _Translation, key: str, value: str, registry, alias: Callable[[str], str] = str) -> str | None:
     name = alias(value)
     if name in registry:
@@ -361,16 +398,21 @@ def _traces(t: _Translation, key: str, raw: str, parts: tuple[str, ...], fmt: st
         t.set(key, f"traces.{part}", {"format": fmt, "path": value})
 
 
-def _meaning(t: _Translation, values: dict, present: set[str]) -> None:
-    """FedScale's defaults that mean something other than hpcbench's: translate, or note."""
-    dataset = str(t.given.get("dataset.name", values.get("data_set", "digits")))
+def _meaning(t: _Translation, values: dict, present: set[str], real: bool = False) -> None:
+    """FedScale's defaults that mean something other than hpcbench's: translate, or note.
+
+    ``real``: the job reads FedScale's own download (:func:`_real_data`), with its own clients.
+    """
+    dataset = "fedscale" if real else str(t.given.get("dataset.name", values.get("data_set", "digits")))
     if "data_set" not in present and "dataset.name" not in t.given:
         t.notes.append("no data_set: FedScale's default, cifar10, is not bundled; hpcbench's default dataset "
                        "(digits) runs")
     if "model" not in present and "model.name" not in t.given:
         t.notes.append("no model: FedScale's default, shufflenet_v2_x2_0, is not bundled; hpcbench's default "
                        "model (mlp) runs")
-    if "data_map_file" in present:
+    if real:
+        pass
+    elif "data_map_file" in present:
         t.notes.append(f"data_map_file: FedScale reads its own client map of {values.get('data_set')!r}; "
                        f"hpcbench splits the bundled {dataset!r} itself (dataset.partition; not FedScale's clients)")
     elif dataset == "digits":
@@ -384,7 +426,7 @@ def _meaning(t: _Translation, values: dict, present: set[str]) -> None:
                 t.set("data_map_file", k, v)
             t.notes.append(f"no data_map_file: IID split into num_participants = {values['num_participants']} "
                            f"disjoint clients, as FedScale (dataset.partition iid)")
-    elif dataset in DATASETS:
+    elif dataset == "shakespeare":
         t.notes.append(f"no data_map_file: FedScale would split {dataset!r} IID; hpcbench's {dataset!r} has its "
                        f"natural split (one client per speaking role)")
     if "device_avail_file" not in present and t.set("device_avail_file", "traces.availability", {"format": "none"}):
@@ -473,8 +515,14 @@ def translate_job_conf(entries: list, source: str = "job_conf", given: Mapping[s
     values = {k: spec.default for k, spec in FEDSCALE_KEYS.items() if spec.default is not None}
     present: set[str] = set()
     filters = dict(FILTER_DEFAULTS)
+    real = _real_data(t, raw_values)
     for key, raw in raw_values.items():
         spec = FEDSCALE_KEYS.get(key) or ASYNC_KEYS.get(key)
+        if real and key in ("data_dir", "data_map_file"):
+            continue
+        if real and key == "data_set":
+            values[key] = raw
+            continue
         if key in DEPLOYMENT_KEYS:
             t.ignored.append(key)
         elif key in UNUSED_KEYS:
@@ -515,9 +563,10 @@ def translate_job_conf(entries: list, source: str = "job_conf", given: Mapping[s
         if key in ("sample_mode", "gradient_policy"):
             continue
         if key == "data_set":
-            _named(t, key, value, DATASETS, "dataset", "--dataset.name", list(DATASETS), _DATASET_NOTES)
+            if not real:
+                _named(t, key, value, DATASETS, "dataset", "--dataset.name", list(DATASETS), _DATASET_NOTES)
         elif key == "model":
-            data_name = str(t.given.get("dataset.name", values.get("data_set")))
+            data_name = "fedscale" if real else str(t.given.get("dataset.name", values.get("data_set")))
             kind = getattr(DATASETS.get(data_name), "input_kind", None)
             choices = [m for m, e in MODELS.items() if kind is None or e.input_kind == kind]
             _named(t, key, value, MODELS, "model", "--model.name", choices)
@@ -528,7 +577,7 @@ def translate_job_conf(entries: list, source: str = "job_conf", given: Mapping[s
         else:
             t.set(key, spec.target, value)
     if not t.problems:
-        _meaning(t, values, present)
+        _meaning(t, values, present, real)
         _aggregation(t, aggregator)
     if t.problems:
         n = len(t.problems)

@@ -5,9 +5,7 @@ from __future__ import annotations
 __all__ = ["describe"]
 
 
-#: what each client-training engine is, in the header's words
-_ENGINES = {"numpy": "torch-free: no rank imports torch", "sequential": "torch, one client after another",
-            "batched": "torch vmap, an executor's clients at once"}
+from hpcbench.fl.engines import ENGINES
 
 
 def _trace(tc) -> str:
@@ -15,12 +13,14 @@ def _trace(tc) -> str:
 
 
 def _engine(cfg) -> str:
-    """The client-training line: the engine that runs, and whether ``client_training: auto`` chose it."""
-    name = cfg.client_training
-    line = f"  client training: {name} ({_ENGINES[name]})"
+    """The client-training line: the engine that runs (its ``description``), and whether ``client_training: auto``
+    chose it."""
+    engine = ENGINES[cfg.engine]
+    line = f"  client training: {cfg.engine} ({engine.description})"
     if cfg.engine_chosen:
-        line += (", chosen by client_training auto; --client_training sequential runs torch, with the bits of "
-                 "earlier versions" if name == "numpy" else ", chosen by client_training auto: the job needs torch")
+        line += (", chosen by client_training auto: the job needs torch" if engine.needs_torch else
+                 ", chosen by client_training auto; --client_training sequential runs torch, with the bits of "
+                 "earlier versions")
     return line
 
 

@@ -12,7 +12,7 @@ from hpcbench.fl.setup import Setup, prepare
 from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.lifecycle import Job
 
-__all__ = ["InputError", "Setup", "prepare", "FLJob"]
+__all__ = ["InputError", "Setup", "prepare", "FLJob", "build_rounds"]
 
 
 def _file_keys(path) -> dict:
@@ -131,7 +131,7 @@ class FLJob(Job):
 
         state = load_checkpoint(path)
         try:
-            differ = config_differences(state["config"], self.cfg.model_dump())
+            differ = config_differences(state["config"], self.cfg.record())
         except (ValueError, TypeError, RecursionError) as exc:
             raise InputError(f"--resume: {path!r} holds an unreadable config ({type(exc).__name__})") from None
         step, output = int(state["step"]), str(state["output"])
@@ -201,9 +201,11 @@ class FLJob(Job):
         return self.cfg.output, {"job_name": self.cfg.job_name}
 
     def config_record(self):
-        return self.cfg.model_dump()
+        return self.cfg.record()
 
     def provenance(self) -> dict:
+        from hpcbench.datasets.callables import user_callables
+
         setup, cfg = self.setup, self.cfg
         return dict(num_parameters=setup.num_parameters,
                     model_bytes=setup.model_bytes, registered_clients=setup.dataset.num_clients,
@@ -212,14 +214,11 @@ class FLJob(Job):
                     selection=cfg.selection.name, aggregator=cfg.aggregator.name,
                     time_to_accuracy_s=math.nan, rounds_to_accuracy=-1, mode=cfg.mode,
                     uplink_wire_bytes=setup.clock.up_bytes, downlink_wire_bytes=setup.clock.down_bytes,
-                    fedscale_notes="\n".join(self.fedscale_notes))
+                    fedscale_notes="\n".join(self.fedscale_notes),
+                    user_callables=user_callables(cfg.dataset.name, cfg.model.name))
 
     def run(self, results) -> int:
         cfg, setup, comm = self.cfg, self.setup, self.comm
-        if cfg.mode == "async":  # imported only when used: FedBuff's loop is torch's
-            from hpcbench.fl.asynchronous_loop import AsyncEmulation as loop
-        else:
-            from hpcbench.fl.emulation import Emulation as loop
         if comm.rank == 0:
             from hpcbench.fl.header import describe
 
@@ -229,17 +228,17 @@ class FLJob(Job):
             from hpcbench.runtime.progress import progress_bar
             progress = progress_bar(cfg.rounds, cfg.job_name, "round", sys.stderr,
                                     initial=self.resume["step"] if self.resume else 0)
-        emu = loop(cfg, comm, setup.dataset, setup.model, setup.clock, setup.aggregator, setup.server_model)
-        emu.uplink, emu.downlink = setup.uplink, setup.downlink
-        if self.resume is not None:
-            emu.resume, emu.resume_step = (self.resume if comm.rank == 0 else None), int(self.resume["step"])
+        checkpoint_path = None
         if comm.rank == 0 and cfg.checkpoint_interval:
             from hpcbench.runtime.lifecycle import format_output_path
 
-            emu.checkpoint_path = format_output_path(cfg.checkpoint, {"output": str(results.path),
-                                                                      "job_name": cfg.job_name}, "checkpoint")
+            checkpoint_path = format_output_path(cfg.checkpoint, {"output": str(results.path),
+                                                                  "job_name": cfg.job_name}, "checkpoint")
+        driver = build_rounds(cfg, setup, comm, checkpoint_path, self.resume)
+        from hpcbench.fl.rounds.recorder import RoundRecorder
+
         try:
-            summary = emu.run(results, progress)
+            summary = driver.run(RoundRecorder(results if comm.rank == 0 else None, progress))
         finally:
             if progress is not None:
                 progress.close()
@@ -251,8 +250,58 @@ class FLJob(Job):
                                   np.ascontiguousarray(summary.final_parameters, np.float32).tobytes()).hexdigest())
             tta = ("not reached" if summary.rounds_to_accuracy < 0 else
                    f"{summary.time_to_accuracy_s:.1f} s virtual (round {summary.rounds_to_accuracy})")
-            unit = "server updates" if cfg.mode == "async" else "rounds"
-            print(f"{cfg.job_name}: {summary.rounds} {unit}, final test accuracy "
+            print(f"{cfg.job_name}: {summary.rounds} {driver.step_unit}, final test accuracy "
                   f"{summary.final_accuracy:.4f}, time-to-accuracy {cfg.target_accuracy:.2f}: {tta}, "
                   f"wall {summary.wall_s:.1f} s\nresults: {results.path}")
         return 0
+
+
+def build_rounds(cfg, setup: Setup, comm, checkpoint_path=None, resume: dict | None = None):
+    """The round driver of job ``cfg`` on ``comm``, built from its parts (collective: the executor pool's placement).
+
+    The only place that reads the config for the run: the parts get typed
+    settings (:class:`hpcbench.fl.settings.FLSettings`) and the objects
+    :func:`prepare` built.
+
+    Parameters
+    ----------
+    cfg : hpcbench.fl.config.FLConfig
+    setup : Setup
+        From :func:`prepare` on this rank.
+    comm : mpi4py.MPI.Comm
+    checkpoint_path : str or pathlib.Path, optional
+        Where rank 0 writes checkpoints every ``checkpoint_interval`` steps (None: nowhere).
+    resume : dict, optional
+        The loaded checkpoint to continue (rank 0 uses it whole; the others read its ``step``).
+
+    Returns
+    -------
+    object
+        The ``ROUND_DRIVERS[cfg.mode]`` driver; ``run(recorder)`` runs the job.
+    """
+    from hpcbench.fl.engines import ENGINES
+    from hpcbench.fl.executors.pool import ExecutorPool
+    from hpcbench.fl.rounds import ROUND_DRIVERS
+    from hpcbench.fl.rounds.codecs import LinkCodecs
+    from hpcbench.fl.rounds.parts import RoundParts
+    from hpcbench.fl.settings import FLSettings
+
+    settings = FLSettings.of(cfg)
+    driver = ROUND_DRIVERS[settings.rounds.mode].load()
+    pool = ExecutorPool(comm, settings.rounds.executor_concurrency, setup.num_parameters, driver.capacity(settings))
+    engine = ENGINES[settings.engine](setup.model, setup.dataset, settings.local, setup.aggregator)
+    codecs = LinkCodecs(setup.uplink, setup.downlink, setup.clock)
+    evaluator = checkpointer = None
+    if comm.rank == 0:
+        import json
+
+        from hpcbench.fl.rounds.checkpointer import Checkpointer
+        from hpcbench.fl.rounds.evaluator import Evaluator
+
+        evaluator = Evaluator(settings.rounds, setup.server_engine, setup.server_model, setup.dataset)
+        checkpointer = Checkpointer(checkpoint_path, settings.rounds.checkpoint_interval,
+                                    json.dumps(cfg.record(), sort_keys=True, default=str), settings.rounds.mode,
+                                    setup.aggregator, setup.clock, codecs)
+    return driver(RoundParts(settings, pool, engine, setup.clock, setup.aggregator, setup.dataset.client_sizes(),
+                             codecs, evaluator, checkpointer, resume if comm.rank == 0 else None,
+                             0 if resume is None else int(resume["step"])))

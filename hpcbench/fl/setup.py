@@ -39,10 +39,13 @@ class Setup:
     uplink: object = None
     downlink: object = None
     server_model: object = None
-    """the model rank 0 starts from and evaluates: the numpy twin whenever the numpy engine could train the job
+    """the model rank 0 starts from and evaluates: the numpy twin whenever a torch-free engine could train the job
     (whatever engine trains it), else ``model``"""
     device: object = None
     """this rank's :class:`hpcbench.runtime.device.Device` (``device:``): where ``model`` trains clients"""
+    server_engine: object = None
+    """the :class:`hpcbench.fl.engines.ClientEngine` class whose model kind ``server_model`` is
+    (:func:`hpcbench.fl.engines.server_engine`): its initial parameters, test set and evaluation"""
 
 
 def _load_trace(kind: str, tc):
@@ -68,19 +71,28 @@ def _load_trace(kind: str, tc):
 def uses_torch(cfg, comm: MPI.Comm | None = None) -> bool:
     """Whether this rank of ``comm`` needs torch for job ``cfg``.
 
-    A rank that trains clients with a torch engine (``sequential``,
-    ``batched``) does, and so does every rank of a job the numpy engine
-    could not train (:meth:`hpcbench.fl.config.FLConfig.numpy_engine_problems`:
+    A rank that trains clients with an engine that ``needs_torch``
+    (``sequential``, ``batched``) does, and so does every rank of a job no
+    torch-free engine could train (:func:`hpcbench.fl.engines.server_engine`:
     compression codecs, FLOPs counting, FedBuff's loop, a model without a
     numpy twin). Rank 0 of a multi-rank job trains no client: for any other
     job it aggregates and evaluates with the numpy twin and never imports
     torch (about 180 MB of resident memory), whatever the engine.
     """
-    if cfg.client_training == "numpy":
+    from hpcbench.fl.engines import ENGINES
+
+    if not ENGINES[cfg.engine].needs_torch:
         return False
-    if cfg.numpy_engine_problems():
+    if _server_engine(cfg).needs_torch:
         return True
     return comm is None or comm.size == 1 or comm.rank != 0
+
+
+def _server_engine(cfg):
+    """The engine whose model kind rank 0 starts from and evaluates (:func:`hpcbench.fl.engines.server_engine`)."""
+    from hpcbench.fl.engines import server_engine
+
+    return server_engine(cfg.engine_job(), cfg.engine)
 
 
 def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
@@ -107,6 +119,7 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
     from hpcbench.fl.data import build_dataset
     from hpcbench.fl.models import build_model, build_numpy_model
     from hpcbench.fl.selection import SELECTORS
+    from hpcbench.fl.settings import clock_settings
 
     torch_here = uses_torch(cfg, comm)
     where = _client_device(cfg, comm, torch_here)   # first: a missing GPU is an input error before any loading
@@ -127,12 +140,15 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
         num_parameters = sum(p.numel() for p in model.parameters())
         model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         uplink, downlink = _codecs(cfg, model)
-    else:  # no compression, no FLOPs charging: numpy_engine_problems() is empty
+    else:  # no compression, no FLOPs charging: a torch-free engine trains the job
         model = build_numpy_model(cfg.model, dataset, cfg.seed)
         num_parameters, model_bytes = model.num_parameters, 4 * model.num_parameters  # float32
         uplink = downlink = None
+    from hpcbench.fl.engines import ENGINES
+
+    server_engine = _server_engine(cfg)
     server_model = model
-    if cfg.client_training != "numpy" and not cfg.numpy_engine_problems():
+    if ENGINES[cfg.engine].needs_torch and not server_engine.needs_torch:
         server_model = _numpy_server_model(cfg, model, dataset, comm)
     down_bytes = model_bytes if downlink is None else downlink.wire_bytes
     up_bytes = model_bytes if uplink is None else uplink.wire_bytes
@@ -142,12 +158,12 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
         cfg.selection, cfg.seed, dataset.client_sizes(),
         expected_durations(registry, device, bandwidth, down_bytes, work, compute_scale, up_bytes),
         work)
-    clock = VirtualClock(cfg, registry, device, bandwidth, availability, model_bytes, selector, compute_scale)
+    clock = VirtualClock(clock_settings(cfg), registry, device, bandwidth, availability, model_bytes, selector, compute_scale)
     clock.down_bytes, clock.up_bytes = down_bytes, up_bytes
     if where.is_cuda:   # last: the codecs, the FLOPs count and rank 1's initial vector read the CPU model
         model = model.to(where.torch)
     return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
-                 model_bytes, num_parameters, uplink, downlink, server_model, where)
+                 model_bytes, num_parameters, uplink, downlink, server_model, where, server_engine)
 
 
 def _client_device(cfg, comm, torch_here: bool):
@@ -164,7 +180,9 @@ def _client_device(cfg, comm, torch_here: bool):
     """
     from hpcbench.runtime.device import select_device
 
-    trains = torch_here and cfg.client_training != "numpy" and (comm is None or comm.size == 1 or comm.rank != 0)
+    from hpcbench.fl.engines import ENGINES
+
+    trains = torch_here and ENGINES[cfg.engine].needs_torch and (comm is None or comm.size == 1 or comm.rank != 0)
     return select_device(comm, cfg.device, "device", needed=trains)
 
 

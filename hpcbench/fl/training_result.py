@@ -1,8 +1,8 @@
 """What a client's local training returns, and the client learning-rate schedule (torch-free).
 
-Shared by the torch engines (:mod:`hpcbench.fl.training`,
-:mod:`hpcbench.fl.batched_training`) and the numpy engine
-(:mod:`hpcbench.fl.numpy_training`).
+Shared by the torch engines (:mod:`hpcbench.fl.engines.training`,
+:mod:`hpcbench.fl.engines.batched_training`) and the numpy engine
+(:mod:`hpcbench.fl.engines.numpy_training`).
 """
 
 from __future__ import annotations

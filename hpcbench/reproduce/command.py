@@ -4,7 +4,10 @@ Regenerates the manifest's figures (``jobs/reproduce.yaml`` by default):
 launches every run that is not up to date (locally with ``mpiexec``, or one
 ``sbatch`` per run with the drawing as a dependent job), draws each figure,
 checks every claim, prints ``figure | claim | threshold | measured |
-result``, and writes ``OUT/report.html``. Exit status 0 when every claim
+result | docs | files`` (the threshold's verdict, agreement with the value
+the docs state, and whether the files came from this code), and writes
+``OUT/report.html``. A results file made by other code is run again unless
+``--reuse`` keeps it. Exit status 0 when every claim
 passes and every figure is drawn, 1 when a claim fails or a run or drawing
 fails, 2 on a bad manifest or bad arguments (the message names the entry),
 130 after Ctrl-C (the running job's process group ended, its ledger line and
@@ -48,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list figures, jobs, ranks, expected times and claims; run "
                                                        "nothing")
     p.add_argument("--force", action="store_true", help="run every job, even those whose results are up to date")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep results files made by the same settings but other code (another commit, uncommitted "
+                        "changes, other versions); the claims computed from them say so")
     p.add_argument("--shared-nodes", action="store_true",
                    help="slurm: let runs share nodes (default --exclusive: timed runs never share cores)")
     p.add_argument("--sbatch-arg", action="append", default=[], metavar="OPTION",
@@ -80,9 +86,11 @@ def _listing(manifest, plans: dict) -> list[str]:
                        formats=("s", "s", "d", "s", "s", "d", "s", "s"))
         lines += ["  " + line for line in table]
         if fig.claims:
-            claims = [(c.name, c.threshold_text(), "full tier only" if c.full_only else "quick and full",
+            claims = [(c.name, c.threshold_text(), c.states_text() + (f" +- {c.tolerance:g}" if c.tolerance else "")
+                       if c.states is not None else "-", "full tier only" if c.full_only else "quick and full",
                        c.mirrors) for c in fig.claims]
-            lines += ["  " + line for line in render(("claim", "threshold", "tiers", "mirrors"), claims)]
+            lines += ["  " + line for line in render(("claim", "threshold", "docs state", "tiers", "mirrors"),
+                                                     claims)]
         lines.append("")
     for tier in ("quick", "full"):
         plan = plans[tier]
@@ -153,7 +161,8 @@ def _check_out(out: Path) -> None:
 
 
 def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
-    from hpcbench.reproduce.claims import HEADER, check_claim, table_rows
+    from hpcbench.reproduce.claims import HEADER, check_claim, mark_files, table_rows
+    from hpcbench.reproduce.identity import short
     from hpcbench.reproduce.data import FigureData
     from hpcbench.reproduce.ledger import Ledger
     from hpcbench.reproduce.machine import describe_machine
@@ -175,14 +184,22 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
     _say(f"hpcbench reproduce: {plan.tier} tier, {len(plan.figures)} figures, {len(plan.runs)} runs "
          f"(expected {_minutes(plan.expected_s)}), launcher {launcher.name}, output {out}, "
          f"load average {' '.join(map(str, load0))}")
-    session = Session(plan, Ledger(out / "ledger.jsonl"), launcher, force=args.force, say=_say)
+    session = Session(plan, Ledger(out / "ledger.jsonl"), launcher, force=args.force, say=_say, reuse=args.reuse)
+    _say(f"code: {short(session.code)}{' (tree has uncommitted changes)' if session.code['dirty'] else ''}, "
+         f"python {session.code['python']}, torch {session.code['torch']}, numpy {session.code['numpy']}, "
+         f"mpi4py {session.code['mpi4py']}, {session.code['mpi_library']}")
     interrupted = False
     try:
         session.execute()
     except KeyboardInterrupt:       # the running command is ended and in the ledger: report what was done
         interrupted = True
         _say("hpcbench reproduce: interrupted (Ctrl-C); the report shows what was done")
-    results = [check_claim(name, claim, FigureData(plan.runs_of(name)), plan.tier)
+    reused: dict[str, dict[str, str]] = {}
+    for o in session.runs.values():
+        if o.other_code is not None:
+            reused.setdefault(o.run.figure, {})[o.run.job.id] = short(o.other_code)
+    results = [mark_files(check_claim(name, claim, FigureData(plan.runs_of(name)), plan.tier),
+                          reused.get(name, {}))
                for name in plan.figures for claim in manifest.figures[name].claims]
     wall = time.monotonic() - t0
     _say("")
@@ -195,8 +212,13 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
     report = write_report(out / "report.html", manifest, plan, session, results, describe_machine(), command,
                           launcher.name, wall, load0)
     _say("")
+    drifted = sum(r.doc.startswith("doc drifted") for r in results)
+    stale = sum(r.files != "this code" for r in results)
     _say(f"claims: {sum(r.verdict == 'PASS' for r in results)} PASS, {len(failed_claims)} FAIL, "
-         f"{sum(r.verdict == 'n/a' for r in results)} n/a; runs: {len(failed_runs)} failed or not run; "
+         f"{sum(r.verdict == 'n/a' for r in results)} n/a; docs: {drifted} drifted of "
+         f"{sum(r.claim.states is not None for r in results)} stated; "
+         + (f"{stale} computed from other code's files (--reuse); " if stale else "")
+         + f"runs: {len(failed_runs)} failed or not run; "
          f"figures: {len(plan.figures) - len(undrawn)} of {len(plan.figures)} drawn; wall time {_minutes(wall)}")
     _say(f"report: {report}")
     if interrupted:

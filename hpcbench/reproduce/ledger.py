@@ -3,9 +3,11 @@
 ``OUT/ledger.jsonl`` gets one JSON line per run, skip and drawing, appended
 as they happen (a killed session keeps what it did). A run is skipped when
 its results file exists with ``status = completed``, the last ledger line
-for that file has the same recipe (:meth:`hpcbench.reproduce.plan.Run.recipe`)
-and exit status 0, and the file still holds the config that line recorded
-(it was not replaced by another run since).
+for that file has the same recipe (:meth:`hpcbench.reproduce.plan.Run.recipe`),
+the same code identity (:mod:`hpcbench.reproduce.identity`) and exit status
+0, and the file still holds the config that line recorded (it was not
+replaced by another run since). A file made by other code is kept only when
+asked (``reuse``), and then says which code made it.
 """
 
 from __future__ import annotations
@@ -14,11 +16,31 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from hpcbench.reproduce.identity import differences
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["Ledger", "config_digest"]
+__all__ = ["Ledger", "Freshness", "config_digest"]
+
+
+class Freshness(NamedTuple):
+    """Whether a results file may be kept, why, and the other code that made it.
+
+    Attributes
+    ----------
+    done : bool
+        Keep the file (do not run again).
+    why : str
+        ``completed with the same config`` or the reason to run again (or to keep it anyway).
+    other_code : dict or None
+        The code identity the ledger recorded for the file when it differs
+        from this session's and ``reuse`` kept the file; None otherwise.
+    """
+
+    done: bool
+    why: str
+    other_code: dict | None = None
 
 
 def config_digest(path) -> str:
@@ -33,6 +55,19 @@ def config_digest(path) -> str:
     if isinstance(text, bytes):
         text = text.decode()
     return hashlib.sha256(str(text).encode()).hexdigest()
+
+
+def _file_code(path) -> dict:
+    """The code identity a results file itself records (its ``git_commit`` attribute), for a ledger line without one."""
+    from hpcbench.results.reader import open_file
+
+    try:
+        with open_file(path) as h5:
+            commit = h5.attrs.get("git_commit", "")
+    except OSError:
+        return {}
+    commit = commit.decode() if isinstance(commit, bytes) else str(commit)
+    return {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty"), "package_diff_sha256": ""}
 
 
 class Ledger:
@@ -72,33 +107,48 @@ class Ledger:
         """The last ``run`` entry that wrote ``output`` (its command, exit status, wall time), or None."""
         return self._last.get(str(output))
 
-    def up_to_date(self, output: Path, recipe: str) -> tuple[bool, str]:
-        """Whether ``output`` was made by ``recipe`` and completed; and why not.
+    def up_to_date(self, output: Path, recipe: str, code: dict | None = None, reuse: bool = False) -> Freshness:
+        """Whether ``output`` was made by ``recipe`` and ``code`` and completed; and why not.
+
+        Parameters
+        ----------
+        output : pathlib.Path
+            The results file.
+        recipe : str
+            :meth:`hpcbench.reproduce.plan.Run.recipe` of the run now.
+        code : dict, optional
+            :func:`hpcbench.reproduce.identity.code_identity` now (None: not compared).
+        reuse : bool
+            Keep a file made by the same recipe but other code.
 
         Returns
         -------
-        done : bool
-        why : str
-            ``completed with the same config`` or the reason to run again.
+        Freshness
         """
         from hpcbench.results.status import run_status
 
         output = Path(output)
         if not output.is_file():
-            return False, "no results file"
+            return Freshness(False, "no results file")
         try:
             status = run_status(output)
         except OSError as exc:
-            return False, f"unreadable results file ({exc})"
+            return Freshness(False, f"unreadable results file ({exc})")
         if not status.completed:
-            return False, f"results file {status.state}"
+            return Freshness(False, f"results file {status.state}")
         last = self._last.get(str(output))
         if last is None:
-            return False, "no ledger entry for the file"
+            return Freshness(False, "no ledger entry for the file")
         if last.get("recipe") != recipe:
-            return False, "the manifest's settings changed"
+            return Freshness(False, "the manifest's settings changed")
         if last.get("rc") != 0:
-            return False, f"last run exited {last.get('rc')}"
+            return Freshness(False, f"last run exited {last.get('rc')}")
         if last.get("config_sha256") != config_digest(output):
-            return False, "the file holds another config than the ledger recorded"
-        return True, "completed with the same config"
+            return Freshness(False, "the file holds another config than the ledger recorded")
+        changed = differences(last.get("code"), code) if code is not None else []
+        if changed and not reuse:
+            return Freshness(False, "made by other code: " + ", ".join(changed))
+        if changed:
+            return Freshness(True, "kept (--reuse) though made by other code: " + ", ".join(changed),
+                             last.get("code") or _file_code(output))
+        return Freshness(True, "completed with the same config")

@@ -11,7 +11,7 @@ import os
 import platform
 from importlib import metadata
 
-__all__ = ["describe_machine"]
+__all__ = ["describe_machine", "mpi_library"]
 
 #: distributions whose versions the report lists
 _PACKAGES = ("hpcbench", "numpy", "torch", "torchvision", "mpi4py", "mpich", "h5py", "scipy", "numba", "PuLP",
@@ -29,7 +29,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _mpi_library() -> str:
+def mpi_library() -> str:
+    """First line of ``MPI_Get_library_version`` without initialising MPI; ``unknown (...)`` on failure."""
     try:
         import mpi4py
 
@@ -73,7 +74,7 @@ def describe_machine() -> dict:
         "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
-        "mpi_library": _mpi_library(),
+        "mpi_library": mpi_library(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "git_commit": git_commit(),
         "versions": {name: _version(name) for name in _PACKAGES},

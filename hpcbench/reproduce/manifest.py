@@ -245,6 +245,8 @@ class Claim(_Model):
     missing_ok: str | None = None
     min_cores: int | None = Field(None, gt=0)
     note: str = ""
+    states: Union[float, tuple[float, float], None] = None
+    tolerance: float = Field(0.0, ge=0.0)
 
     @field_validator("name")
     @classmethod
@@ -271,7 +273,30 @@ class Claim(_Model):
                              f"the other comparisons one number")
         if pair and not self.threshold[0] <= self.threshold[1]:
             raise ValueError(f"threshold {list(self.threshold)}: low above high")
+        if isinstance(self.states, tuple) and not self.states[0] <= self.states[1]:
+            raise ValueError(f"states {list(self.states)}: low above high")
+        if self.tolerance and self.states is None:
+            raise ValueError("tolerance without states: give the value the docs state")
+        stated = self.states if isinstance(self.states, tuple) else () if self.states is None else (self.states,)
+        quoted = [v for v in stated if f"{v:g}" not in self.mirrors]
+        if quoted:
+            raise ValueError(f"states {quoted[0]:g} is not in mirrors ({self.mirrors!r}): a claim states the "
+                             f"number its docs give, which its mirrors text quotes")
         return self
+
+    def states_text(self) -> str:
+        """The value the docs state: ``1.57 x`` or ``1.02-1.09 x`` (``""``: the claim states none)."""
+        if self.states is None:
+            return ""
+        unit = f" {self.unit}" if self.unit else ""
+        if isinstance(self.states, tuple):
+            return f"{self.states[0]:g}-{self.states[1]:g}{unit}"
+        return f"{self.states:g}{unit}"
+
+    def agrees(self, value: float) -> bool:
+        """Whether ``value`` is what the docs state, within ``tolerance`` (absolute, in the claim's unit)."""
+        low, high = self.states if isinstance(self.states, tuple) else (self.states, self.states)
+        return low - self.tolerance <= value <= high + self.tolerance
 
     def threshold_text(self) -> str:
         """``>= 1.3`` or ``in [0.95, 1.05]``, with the unit."""

@@ -1,6 +1,8 @@
 """The reproduction's HTML report: one file that opens in a browser without a server.
 
-Rendered with Jinja2 from ``templates/report.html.j2``: the claims table,
+Rendered with Jinja2 from ``templates/report.html.j2``: the code identity
+(commit, uncommitted changes, versions), the claims table (verdict, doc
+agreement, whose files),
 every figure embedded as a PNG data URI (its PDF linked beside it), each
 figure's runs with their commands, exit statuses and wall times, the
 machine (CPU, cores, memory, MPI library, package versions, load), each
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from hpcbench.reproduce.claims import ClaimResult
+from hpcbench.reproduce.identity import short
 from hpcbench.reproduce.manifest import Manifest
 from hpcbench.reproduce.plan import Plan
 from hpcbench.reproduce.session import Session
@@ -43,6 +46,8 @@ def _run_rows(plan: Plan, session: Session, figure: str) -> list[dict]:
             prev = session.ledger.last_run(run.output) or {}
             wall, rc, command = prev.get("wall_s"), prev.get("rc"), prev.get("command", [])
             note = f"{o.note}; ran {prev.get('time', '?')}"
+            if o.other_code is not None:
+                note += f" by {short(o.other_code)}"
         rows.append({"name": run.name, "runner": run.job.runner, "ranks": run.ranks, "state": state, "note": note,
                      "wall": f"{wall:.1f}" if wall is not None else "", "expected": f"{run.expected_s:.0f}",
                      "rc": "" if rc is None else rc,
@@ -122,6 +127,6 @@ def write_report(path: Path, manifest: Manifest, plan: Plan, session: Session, c
         runs_done=states.count("done"), runs_skipped=states.count("skipped"),
         runs_failed=states.count("failed") + states.count("not run"),
         figures_drawn=sum(1 for f in figures if f["image"]), figures=figures, machine=machine,
-        load_start=load_start, inputs=_inputs(plan), ledger=session.ledger.session)
+        load_start=load_start, inputs=_inputs(plan), ledger=session.ledger.session, code=session.code)
     path.write_text(html, encoding="utf-8")
     return path

@@ -4,13 +4,16 @@ The same loop drives both launchers (:mod:`~hpcbench.reproduce.local` runs
 each command to its end as it starts it; :mod:`~hpcbench.reproduce.slurm`
 submits and waits): a run starts once the runs it reads (``from:``
 overrides) have ended, is skipped when the ledger shows its results file
-up to date, and a figure is drawn once all its runs have completed (a
-failed run leaves it undrawn, as ``afterok`` would). Every start, skip and
-end is a ledger line and one printed line.
+up to date (same recipe, same code: :mod:`~hpcbench.reproduce.identity`),
+and a figure is drawn once all its runs have completed (a failed run leaves
+it undrawn, as ``afterok`` would). A drawing script that exits non-zero is
+a failed figure. Every start, skip and end is a ledger line and one printed
+line.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -26,7 +29,11 @@ __all__ = ["RunOutcome", "DrawOutcome", "Session"]
 
 @dataclass
 class RunOutcome:
-    """How a run ended: ``state`` ``done``, ``skipped`` (up to date), ``failed`` or ``not run``."""
+    """How a run ended: ``state`` ``done``, ``skipped`` (up to date), ``failed`` or ``not run``.
+
+    ``other_code``: for a file kept by ``--reuse`` though other code made it,
+    the code identity its ledger line recorded (``{}`` when none); else None.
+    """
 
     run: Run
     state: str
@@ -34,6 +41,7 @@ class RunOutcome:
     wall_s: float | None = None
     note: str = ""
     command: list[str] = field(default_factory=list)
+    other_code: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -76,11 +84,20 @@ class Session:
         Run every job even when its results file is up to date.
     say : callable
         Where progress lines go (``print``).
+    code : dict, optional
+        This session's :func:`~hpcbench.reproduce.identity.code_identity`
+        (default: computed here), recorded with every run.
+    reuse : bool
+        Keep a results file made by the same recipe but other code.
     """
 
     def __init__(self, plan: Plan, ledger: Ledger, launcher, force: bool = False,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, code: dict | None = None, reuse: bool = False) -> None:
+        from hpcbench.reproduce.identity import code_identity
+
         self.plan, self.ledger, self.launcher, self.force, self.say = plan, ledger, launcher, force, say
+        self.code = code_identity() if code is None else code
+        self.reuse = reuse
         self.runs: dict[str, RunOutcome] = {}
         self.draws: dict[str, DrawOutcome] = {}
         self._active: dict[str, tuple[Handle, Run, str]] = {}
@@ -105,10 +122,11 @@ class Session:
             self._not_run(run, label, f"cannot read its from: value: {exc}")
             return
         recipe = run.recipe(resolved)
-        fresh, why = self.ledger.up_to_date(run.output, recipe)
+        fresh, why, other = self.ledger.up_to_date(run.output, recipe, self.code, self.reuse)
         if fresh and not self.force:
-            self.runs[run.key] = RunOutcome(run, "skipped", 0, 0.0, why)
-            self.ledger.record(kind="skip", figure=run.figure, name=run.name, output=str(run.output), why=why)
+            self.runs[run.key] = RunOutcome(run, "skipped", 0, 0.0, why, other_code=other)
+            self.ledger.record(kind="skip", figure=run.figure, name=run.name, output=str(run.output), why=why,
+                               **({"other_code": other} if other is not None else {}))
             self.say(f"{label}: skipped ({why})")
             return
         argv = run.argv(resolved)
@@ -144,7 +162,7 @@ class Session:
                            wall_s=handle.wall_s, output=str(run.output), log=handle.log, recipe=recipe,
                            config_sha256=config_digest(run.output) if handle.rc == 0 else "",
                            launcher=self.launcher.name, job_id=handle.job_id, expected_s=run.expected_s,
-                           note=note)
+                           note=note, code=self.code, load_average=[round(x, 2) for x in os.getloadavg()])
         wall = f"{handle.wall_s:.1f} s" if handle.wall_s is not None else "unknown time"
         self.say(f"    {run.key}: {state} in {wall} (exit {handle.rc}){': ' + note if note else ''}")
         if state == "failed":
@@ -188,9 +206,8 @@ class Session:
         bad = [r for r in self.plan.runs_of(figure) if r.key in self.runs and not self.runs[r.key].ok]
         if bad and handle.rc != 0:
             state, note = "not drawn", f"run {bad[0].name} {self.runs[bad[0].key].state}"
-        elif handle.rc == 0 or (handle.rc == 1 and png.is_file()):
-            state = "drawn"
-            note = "" if handle.rc == 0 else "the script exited 1: its own checks failed (see its log)"
+        elif handle.rc == 0:
+            state, note = "drawn", ""
         else:
             state, note = "failed", handle.note or f"exit status {handle.rc}; log {handle.log}"
         self.draws[figure] = DrawOutcome(figure, state, handle.rc, handle.wall_s, note, handle.command)

@@ -9,7 +9,7 @@ __all__ = ["add_parser", "run", "flatten", "compare"]
 #: provenance attributes worth comparing between two runs
 _PROVENANCE = ("kind", "status", "world_size", "hostnames", "start_time", "git_commit", "hpcbench_version",
                "mpi_library_version", "mpi4py_version", "torch_version", "numpy_version", "slurm_job_id",
-               "compute_mode", "time_dilation", "oversubscribed")
+               "slurm_job_nodelist", "compute_mode", "time_dilation", "oversubscribed")
 
 
 def add_parser(actions, name: str) -> None:

@@ -13,8 +13,8 @@ import os
 import socket
 from typing import Iterable, Sequence
 
-__all__ = ["hostname", "gather_hostnames", "gather_cores", "oversubscription", "group_ranks", "host_groups",
-           "single_host"]
+__all__ = ["hostname", "gather_hostnames", "gather_cores", "gather_machines", "machine_labels", "oversubscription",
+           "group_ranks", "host_groups", "single_host"]
 
 
 def hostname() -> str:
@@ -32,13 +32,49 @@ def gather_cores(comm) -> list[int]:
     return comm.allgather(int(os.cpu_count() or 1))
 
 
+def _boot_id() -> str:
+    """This kernel's boot id (``/proc/sys/kernel/random/boot_id``), ``""`` where it cannot be read."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def machine_labels(names: Sequence[str], boot_ids: Sequence[str]) -> list[str]:
+    """Per rank, a label of the machine it runs on: its host names joined by ``+``.
+
+    Hosts emulated on one machine (``hpcbench.runtime.emulated_hosts``) have
+    their own names but one kernel, so one boot id, and share its cores; a
+    rank whose boot id is unknown (``""``) is its host alone.
+
+    Examples
+    --------
+    >>> machine_labels(["node0", "node0", "node1"], ["b", "b", "b"])
+    ['node0+node1', 'node0+node1', 'node0+node1']
+    >>> machine_labels(["a", "b"], ["x", ""])
+    ['a', 'b']
+    """
+    hosts: dict[str, set] = {}
+    for name, boot in zip(names, boot_ids):
+        if boot:
+            hosts.setdefault(boot, set()).add(name)
+    return ["+".join(sorted(hosts[boot])) if boot else name for name, boot in zip(names, boot_ids)]
+
+
+def gather_machines(comm) -> list[str]:
+    """:func:`machine_labels` of every rank of ``comm``, in rank order (collective: one ``allgather``)."""
+    everyone = comm.allgather((hostname(), _boot_id()))
+    return machine_labels([n for n, _ in everyone], [b for _, b in everyone])
+
+
 def oversubscription(names: Sequence[str], cores: Sequence[int]) -> str:
     """Hosts running more ranks than they have cores, as one line, or ``""`` when none does.
 
     Parameters
     ----------
     names : sequence of str
-        Host name of every rank (:func:`gather_hostnames`).
+        Host (or machine: :func:`gather_machines`) of every rank.
     cores : sequence of int
         Cores of every rank's host (:func:`gather_cores`).
 

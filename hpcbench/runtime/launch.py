@@ -89,7 +89,8 @@ def end_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
             continue
 
 
-def mpi_command(n: int, args: Sequence[str], python: str | None = None) -> list[str]:
+def mpi_command(n: int, args: Sequence[str], python: str | None = None,
+                hosts: Sequence[int] | None = None) -> list[str]:
     """``[mpiexec, -n, N, python, *args]``: a job of ``n`` ranks each running ``python ARGS...``.
 
     Parameters
@@ -100,17 +101,27 @@ def mpi_command(n: int, args: Sequence[str], python: str | None = None) -> list[
         Arguments after the interpreter (``["-m", "hpcbench.fl", "job.yaml"]``).
     python : str, optional
         The interpreter (default: this one, ``sys.executable``).
+    hosts : sequence of int, optional
+        Ranks per emulated host (``(2, 2)``, ``(3, 1)``), adding up to ``n``:
+        the job runs on hosts emulated on this machine
+        (:mod:`hpcbench.runtime.emulated_hosts`; MPICH's Hydra ``mpiexec``).
 
     Raises
     ------
     ValueError
-        ``n`` is below 1.
+        ``n`` is below 1, or ``hosts`` does not add up to ``n``.
     FileNotFoundError
         No ``mpiexec`` is found (:func:`find_mpiexec`).
     """
     if int(n) < 1:
         raise ValueError(f"world size must be >= 1, got {n}")
-    return [find_mpiexec(), "-n", str(int(n)), python or sys.executable, *map(str, args)]
+    placement: list[str] = []
+    if hosts is not None:
+        from hpcbench.runtime.emulated_hosts import mpiexec_arguments
+        if sum(int(k) for k in hosts) != int(n):
+            raise ValueError(f"hosts: {list(hosts)} ranks per host do not add up to the world size {n}")
+        placement = mpiexec_arguments(hosts)
+    return [find_mpiexec(), *placement, "-n", str(int(n)), python or sys.executable, *map(str, args)]
 
 
 def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -128,21 +139,23 @@ def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def start_mpi(n: int, args: Sequence[str], cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
-              stdout: IO | int | None = None, stderr: IO | int | None = None) -> subprocess.Popen:
+              stdout: IO | int | None = None, stderr: IO | int | None = None,
+              hosts: Sequence[int] | None = None) -> subprocess.Popen:
     """Start ``mpiexec -n N python ARGS...`` in a session of its own and return it at once.
 
     ``stdin`` is closed; ``stdout``/``stderr`` are as for :class:`subprocess.Popen`.
     End it with :func:`end_process_group` (what :func:`run_mpi` does on a
-    timeout or an interrupt). ``env`` is added to :func:`job_environment`.
+    timeout or an interrupt). ``env`` is added to :func:`job_environment`;
+    ``hosts``: ranks per emulated host (:func:`mpi_command`).
     """
-    return subprocess.Popen(mpi_command(n, args), cwd=None if cwd is None else str(cwd),
+    return subprocess.Popen(mpi_command(n, args, hosts=hosts), cwd=None if cwd is None else str(cwd),
                             env=job_environment(env), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                             text=True, start_new_session=True)
 
 
 def run_mpi(n: int, args: Sequence[str], timeout: float = 300.0, cwd: str | Path | None = None,
             env: Mapping[str, str] | None = None, stdout: IO | None = None,
-            stderr: IO | int | None = None) -> subprocess.CompletedProcess:
+            stderr: IO | int | None = None, hosts: Sequence[int] | None = None) -> subprocess.CompletedProcess:
     """Run ``mpiexec -n N python ARGS...`` to its end and return the finished process.
 
     Parameters
@@ -160,6 +173,8 @@ def run_mpi(n: int, args: Sequence[str], timeout: float = 300.0, cwd: str | Path
     stdout, stderr : file, optional
         Where the output goes (``stderr=subprocess.STDOUT`` joins it to
         ``stdout``); by default both are captured as text in the result.
+    hosts : sequence of int, optional
+        Ranks per emulated host (:func:`mpi_command`).
 
     Returns
     -------
@@ -176,7 +191,7 @@ def run_mpi(n: int, args: Sequence[str], timeout: float = 300.0, cwd: str | Path
     capture = stdout is None and stderr is None
     out = subprocess.PIPE if capture else stdout
     err = subprocess.PIPE if capture else stderr
-    proc = start_mpi(n, args, cwd, env, out, err)
+    proc = start_mpi(n, args, cwd, env, out, err, hosts=hosts)
     cmd = proc.args
     deadline = time.monotonic() + timeout
     try:

@@ -412,15 +412,15 @@ def _check_tensorboard(logdir: str, rank: int) -> None:
             raise InputError(f"--tensorboard: cannot create {logdir!r}: {exc.strerror or exc}") from None
 
 
-def _oversubscribed(job: Job, hostnames: list[str], cores: list[int], compute_mode) -> str:
-    """Hosts with more ranks than cores (provenance ``oversubscribed``); warns once for ``compute: real``.
+def _oversubscribed(job: Job, machines: list[str], cores: list[int], compute_mode) -> str:
+    """Machines with more ranks than cores (provenance ``oversubscribed``); warns once for ``compute: real``.
 
     Real compute of more ranks than cores measures the operating system's
     time-slicing, not the model; emulated compute sleeps and is unaffected.
     """
     from hpcbench.runtime.hosts import oversubscription
 
-    text = oversubscription(hostnames, cores)
+    text = oversubscription(machines, cores)
     if text and compute_mode == "real":
         sys.stderr.write(f"{job.prog}: warning: {text} with compute: real: the timings measure time-slicing "
                          f"of the cores; use compute: emulated (and time_dilation) for more ranks than cores\n")
@@ -556,10 +556,11 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
                              else f"{job.prog}: error: {error}\n")
         return EXIT_INPUT
     from hpcbench.runtime import provenance
-    from hpcbench.runtime.hosts import gather_cores, gather_hostnames
+    from hpcbench.runtime.hosts import gather_cores, gather_hostnames, gather_machines
 
     start = provenance.utc_now()
     hostnames = gather_hostnames(comm)
+    machines = gather_machines(comm)      # emulated hosts of one machine share its cores
     cores = gather_cores(comm)
     results = None
     if comm.rank == 0:
@@ -568,7 +569,7 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
                                        start)
             attrs["fault_injection"] = args.fault_inject or ""
             attrs.update(job.provenance())
-            attrs["oversubscribed"] = _oversubscribed(job, hostnames, cores, attrs.get("compute_mode"))
+            attrs["oversubscribed"] = _oversubscribed(job, machines, cores, attrs.get("compute_mode"))
             results = _open_results(job, args.overwrite, start, attrs)
             if results is not None and args.tensorboard:
                 from hpcbench.results.tensorboard import attach

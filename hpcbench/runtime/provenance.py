@@ -80,6 +80,7 @@ def collect(comm, hostnames: list[str], seed: int | None, start_time: str) -> di
         "unique_hosts": len(set(hostnames)),
         "start_time": start_time,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
+        "slurm_job_nodelist": os.environ.get("SLURM_JOB_NODELIST", ""),
     }
     from hpcbench.runtime import settings
 

@@ -30,3 +30,32 @@ def test_load_error_on_rank_0_raises_on_every_rank(comm, monkeypatch):
     monkeypatch.setattr("hpcbench.fl.data.load_in_child", broken)  # rank 0 loads through it
     with pytest.raises((OSError, ValueError), match="digits file unreadable"):
         build_dataset(DatasetConfig(num_clients=5), 1, comm)
+
+
+def test_node_shared_arrays_one_copy_per_node(comm, tmp_path_factory):
+    """Image sets are read by one rank per node and mapped read-only by the others (hpcbench.datasets.nodeshare)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from hpcbench.datasets.nodeshare import node_shared
+
+    calls = []
+
+    def load():
+        calls.append(1)
+        return {"x": np.arange(24, dtype=np.uint8).reshape(2, 3, 4), "y": np.array([5, 7], dtype=np.int64)}
+
+    arrays = node_shared(comm, load)
+    np.testing.assert_array_equal(arrays["x"], np.arange(24).reshape(2, 3, 4))
+    assert arrays["y"].tolist() == [5, 7] and arrays["x"].dtype == np.uint8
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    assert node.allreduce(len(calls)) == 1                       # loaded once on the node
+    if comm.size > 1:
+        assert not arrays["x"].flags.writeable
+    node.Free()
+
+    def broken():
+        raise OSError("image folder unreadable")
+
+    with pytest.raises(OSError, match="image folder unreadable"):
+        node_shared(comm, broken)

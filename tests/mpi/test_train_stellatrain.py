@@ -9,6 +9,7 @@ worker's, and every decision is recorded; the Chrome trace opens.
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -40,7 +41,9 @@ def test_controller_decides_batches_and_ratio_for_every_rank_from_metered_teleme
 
     monkeypatch.setattr(telemetryhook.TelemetryHook, "measure", measure)
     out = comm.bcast(str(tmp_path_factory.mktemp("st") / "s.h5") if comm.rank == 0 else None, root=0)
+    t0 = time.perf_counter()
     assert run(TrainJob, [*ARGS, "--output", out], comm=comm) == 0
+    run_wall_s = time.perf_counter() - t0
     p = comm.size
     steps = len(seen)
     assert steps == 18 and [s for s, *_ in seen] == list(range(18))
@@ -80,7 +83,8 @@ def test_controller_decides_batches_and_ratio_for_every_rank_from_metered_teleme
             np.testing.assert_array_equal(tel["compress_ratio"][rows], ratio)
     rows = read_table(out, "steps")       # the machinery's own time, the claims' overhead numerator
     assert np.all(np.isfinite(rows["policy_s"]) & (rows["policy_s"] > 0)) and np.all(rows["telemetry_s"] > 0)
-    assert np.all(rows["policy_s"] < 5) and np.all(rows["telemetry_s"] < 5)     # seconds: a step's machinery
+    # seconds (not ms or ns): the machinery's time is a part of the run's, both measured in this process
+    assert rows["policy_s"].sum() + rows["telemetry_s"].sum() < run_wall_s
     summary = read_table(out, "summary")
     measured = ~rows["warmup"]
     np.testing.assert_allclose(summary["policy_s"], rows["policy_s"][measured].mean())

@@ -92,6 +92,9 @@ class CollectivesJob(Job):
                             "10Gbit; mpi/gloo/horovod still use the real (shared-memory) path")
         p.add_argument("--link-alpha", type=float, default=0.0, metavar="SECONDS",
                        help="per-message latency of the modelled link (default 0)")
+        p.add_argument("--link-scope", choices=("all", "between_hosts"), default="all",
+                       help="--link: model every message (all), or only messages between ranks on different "
+                            "hosts, those inside a host going through shared memory as they are (between_hosts)")
         p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                        help="where the buffers live: cpu, or cuda (one GPU per rank by node-local rank; "
                             "allreduce only: nccl, gloo, mpi_direct on device memory, mpi and hpcbench's "
@@ -197,7 +200,7 @@ class CollectivesJob(Job):
         self.link = None
         if a.link_bps is not None:
             from hpcbench.collectives.linkmodel import LinkTransport
-            self.link = LinkTransport(comm, alpha=a.link_alpha, beta=a.link_bps)
+            self.link = LinkTransport(comm, alpha=a.link_alpha, beta=a.link_bps, scope=a.link_scope)
         if a.overlap:
             return
         baselines = self._baselines("cuda" if self.device.is_cuda else "cpu")
@@ -219,7 +222,8 @@ class CollectivesJob(Job):
         a = self.cfg
         if a.link_bps is None:
             return "none (shared-memory MPI)"
-        return f"modelled {a.link_bps / 1e9:g} Gbit/s, alpha={a.link_alpha:g} s"
+        scope = " between hosts" if a.link_scope == "between_hosts" else ""
+        return f"modelled {a.link_bps / 1e9:g} Gbit/s{scope}, alpha={a.link_alpha:g} s"
 
     def output(self):
         a = self.cfg

@@ -126,7 +126,8 @@ def find(name: str) -> Algorithm | None:
 def names() -> list[str]:
     """Names of every registered algorithm, in a stable order."""
     _load()
-    order = ["ring", "rabenseifner", "recursive_doubling", "tree", "star", "binary_tree_star", "weighted_shards"]
+    order = ["ring", "rabenseifner", "recursive_doubling", "tree", "star", "binary_tree_star", "hierarchical",
+             "weighted_shards"]
     return [n for n in order if n in ALGORITHMS] + sorted(set(ALGORITHMS) - set(order))
 
 
@@ -137,5 +138,5 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         from hpcbench.collectives.algorithms import (  # noqa: F401
-            rabenseifner, recursive_doubling, ring, star, tree, tree_star, weighted_shards)
+            hierarchical, rabenseifner, recursive_doubling, ring, star, tree, tree_star, weighted_shards)
         _loaded = True

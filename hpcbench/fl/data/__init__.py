@@ -2,24 +2,59 @@
 
 from __future__ import annotations
 
+from hpcbench.datasets.callables import is_callable_name
 from hpcbench.fl.data.base import ClientShard, FederatedDataset
+from hpcbench.fl.data.callable import CallableDataset
 from hpcbench.fl.data.digits import DigitsDataset
+from hpcbench.fl.data.fedscale import FedScaleDataset
+from hpcbench.fl.data.idx import FashionMnistDataset, IdxDataset
+from hpcbench.fl.data.leaf import LeafCeleba, LeafFemnist, LeafSent140, LeafShakespeare
 from hpcbench.fl.data.shakespeare import ShakespeareDataset
 from hpcbench.runtime.registry import Registry
 
-__all__ = ["DATASETS", "ClientShard", "FederatedDataset", "build_dataset", "load_in_child"]
+__all__ = ["DATASETS", "ClientShard", "FederatedDataset", "build_dataset", "dataset_class", "check_dataset_name",
+           "load_in_child"]
 
 #: dataset name -> class taking ``(DatasetConfig, seed)``
 DATASETS: Registry[type[FederatedDataset]] = Registry("dataset", {
     "digits": DigitsDataset,
     "shakespeare": ShakespeareDataset,
+    "fashion_mnist": FashionMnistDataset,
+    "idx": IdxDataset,
+    "leaf_femnist": LeafFemnist,
+    "leaf_shakespeare": LeafShakespeare,
+    "leaf_sent140": LeafSent140,
+    "leaf_celeba": LeafCeleba,
+    "fedscale": FedScaleDataset,
 })
+
+
+def dataset_class(name: str) -> type[FederatedDataset]:
+    """The class behind ``dataset.name``: a registered one, or :class:`CallableDataset` for ``module:callable``."""
+    return CallableDataset if is_callable_name(name) else DATASETS[name]
+
+
+def check_dataset_name(name: str) -> str:
+    """Config validator of ``dataset.name``: a registered name, or a ``package.module:callable`` that resolves.
+
+    Raises
+    ------
+    hpcbench.runtime.errors.InputError
+        Unknown name, or a callable that cannot be imported or is not callable.
+    """
+    from hpcbench.datasets.callables import registered_or_callable
+
+    return registered_or_callable(name, DATASETS, "dataset.name")
 
 
 def build_dataset(cfg, seed: int, comm=None) -> FederatedDataset:
     """Instantiate the dataset named by ``cfg.name`` (a :class:`DatasetConfig`).
 
-    With ``comm`` (collective over it), a dataset class that has a
+    With ``comm`` (collective over it), a dataset class with a
+    ``load_arrays(cfg, seed)`` step (the readers of real layouts,
+    :class:`hpcbench.fl.data.arrays.ArrayDataset`) runs it on one rank per
+    node and shares the arrays with the node's ranks
+    (:func:`hpcbench.datasets.nodeshare.node_shared`); a dataset class that has a
     ``load_inputs(cfg, seed)`` step runs it on rank 0 only, in a child
     process (:func:`load_in_child`), and broadcasts the result, so 64 ranks
     do not all import and parse the same files and the aggregator does not
@@ -30,7 +65,11 @@ def build_dataset(cfg, seed: int, comm=None) -> FederatedDataset:
     ValueError, OSError
         The data cannot be loaded or does not fit ``cfg``.
     """
-    cls = DATASETS[cfg.name]
+    cls = dataset_class(cfg.name)
+    if hasattr(cls, "load_arrays"):   # read once per node, mapped by its ranks
+        from hpcbench.datasets.nodeshare import node_shared
+
+        return cls(cfg, seed, arrays=node_shared(comm, lambda: cls.load_arrays(cfg, seed)))
     load = getattr(cls, "load_inputs", None)
     if load is None or comm is None:
         return cls(cfg, seed)

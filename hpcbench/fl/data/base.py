@@ -56,7 +56,8 @@ class FederatedDataset(ABC):
 
     name: str
     num_classes: int
-    #: what a model must read: ``features`` (float vectors) or ``tokens`` (int64 sequences);
+    #: what a model must read: ``features`` (float vectors), ``tokens`` (int64 sequences) or
+    #: ``images`` (float32 ``(C, H, W)``);
     #: a model fits a dataset when their ``input_kind`` agree (:class:`hpcbench.fl.contracts.FLModel`)
     input_kind: str
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["iid_partition", "dirichlet_partition", "sampled_partition", "csr_from_lists"]
+__all__ = ["iid_partition", "dirichlet_partition", "quantity_partition", "natural_partition", "sampled_partition",
+           "csr_from_lists"]
 
 
 def csr_from_lists(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -78,6 +79,62 @@ def dirichlet_partition(labels: np.ndarray, num_clients: int, alpha: float,
             return csr_from_lists(merged)
     raise ValueError(f"dirichlet partition with alpha={alpha} left a client with fewer than {min_size} "
                      f"samples in {max_tries} draws; raise alpha or lower num_clients")
+
+
+def quantity_partition(num_samples: int, num_clients: int, power: float, rng: np.random.Generator):
+    """Disjoint quantity-skew split: client sizes follow a power law, labels are IID.
+
+    LEAF's datasets have power-law numbers of samples per device (Caldas et
+    al. 2018, section 3); this draws that skew on any dataset. Client ``c``
+    gets weight ``w_c = 1 + Pareto(power)`` (density ``power / w^(power+1)``
+    for ``w >= 1``: smaller ``power``, heavier tail), one sample, and a
+    multinomial share ``w_c / sum(w)`` of the other ``num_samples -
+    num_clients``; the samples are a random permutation cut at those sizes.
+
+    Parameters
+    ----------
+    num_samples, num_clients : int
+    power : float
+        Pareto shape, > 0.
+    rng : numpy.random.Generator
+
+    Raises
+    ------
+    ValueError
+        Fewer samples than clients.
+    """
+    if num_clients > num_samples:
+        raise ValueError(f"num_clients ({num_clients}) exceeds the {num_samples} training samples")
+    weights = 1.0 + rng.pareto(power, size=num_clients)
+    sizes = 1 + rng.multinomial(num_samples - num_clients, weights / weights.sum())
+    perm = rng.permutation(num_samples)
+    return csr_from_lists(np.split(perm, np.cumsum(sizes)[:-1]))
+
+
+def natural_partition(clients: np.ndarray):
+    """The split a dataset comes with: sample ``i`` belongs to client ``clients[i]``.
+
+    Parameters
+    ----------
+    clients : ndarray of shape (n_samples,), int
+        Client numbers 0..C-1, each used at least once.
+
+    Returns
+    -------
+    offsets, indices : CSR as the module docstring (within a client, samples in file order)
+
+    Raises
+    ------
+    ValueError
+        A client number in 0..max is unused (an empty client).
+    """
+    clients = np.asarray(clients, dtype=np.int64)
+    sizes = np.bincount(clients)
+    if clients.size == 0 or (sizes == 0).any():
+        raise ValueError("natural partition: every client number from 0 to the largest must hold a sample")
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets, np.argsort(clients, kind="stable").astype(np.int32)
 
 
 def sampled_partition(labels: np.ndarray, num_clients: int, samples_per_client: int,

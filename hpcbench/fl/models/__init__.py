@@ -19,7 +19,8 @@ from hpcbench.runtime.registry import Registry
 if TYPE_CHECKING:  # torch is imported only where a torch engine needs it
     import torch
 
-__all__ = ["ModelEntry", "MODELS", "build_model", "build_numpy_model", "flat_parameters", "load_flat_parameters"]
+__all__ = ["ModelEntry", "MODELS", "model_entry", "check_model_name", "build_model", "build_numpy_model",
+           "flat_parameters", "load_flat_parameters"]
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,16 @@ class ModelEntry:
     numpy_target : str or None
         ``module:Class`` of its numpy twin for ``client_training: numpy``
         (same flat parameter layout), or None when only the torch engines train it.
+    functional : bool
+        Its training step is a function of its parameters alone (no buffer
+        such as BatchNorm's running statistics changes): what the ``batched``
+        engine needs (:class:`hpcbench.fl.engines.batched.BatchedEngine`).
     """
 
     target: str
-    input_kind: str
+    input_kind: str | None
     numpy_target: str | None = None
+    functional: bool = True
 
     def load(self) -> type[FLModel]:
         """The torch model class (imports torch)."""
@@ -68,15 +74,50 @@ MODELS: Registry[ModelEntry] = Registry("model", {
     "mlp": ModelEntry("hpcbench.fl.models.mlp:MLP", "features", "hpcbench.fl.models.numpy_mlp:NumpyMLP"),
     "logreg": ModelEntry("hpcbench.fl.models.logreg:LogReg", "features", "hpcbench.fl.models.numpy_mlp:NumpyMLP"),
     "charlstm": ModelEntry("hpcbench.fl.models.charlstm:CharLSTM", "tokens"),
+    "cnn": ModelEntry("hpcbench.fl.models.cnn:LeafCNN", "images"),
+    "mobilenet_v2": ModelEntry("hpcbench.fl.models.mobilenet:MobileNetV2", "images", functional=False),
 })
+
+#: the entry of every ``model.name: package.module:callable`` (its input kind is checked by a forward pass)
+CALLABLE_MODEL = ModelEntry("hpcbench.fl.models.callable:CallableModel", None)
+
+
+def model_entry(name: str) -> ModelEntry:
+    """The entry of ``model.name``: a registered model, or :data:`CALLABLE_MODEL` for ``module:callable``."""
+    from hpcbench.datasets.callables import is_callable_name
+
+    return CALLABLE_MODEL if is_callable_name(name) else MODELS[name]
+
+
+def check_model_name(name: str) -> str:
+    """Config validator of ``model.name``: a registered name, or a ``package.module:callable`` that resolves.
+
+    Raises
+    ------
+    hpcbench.runtime.errors.InputError
+        Unknown name, or a callable that cannot be imported or is not callable.
+    """
+    from hpcbench.datasets.callables import registered_or_callable
+
+    return registered_or_callable(name, MODELS, "model.name")
 
 
 def build_model(cfg, dataset, seed: int) -> FLModel:
-    """Build model ``cfg.name`` for ``dataset`` with parameters initialised from ``seed`` (torch)."""
+    """Build model ``cfg.name`` for ``dataset`` with parameters initialised from ``seed`` (torch).
+
+    Raises
+    ------
+    hpcbench.runtime.errors.InputError
+        The model does not fit the dataset, a library it needs is missing, or
+        a user's factory broke its contract (:class:`hpcbench.fl.models.callable.CallableModel`).
+    """
     import torch
 
-    cls = MODELS[cfg.name].load()
+    entry = model_entry(cfg.name)
+    cls = entry.load()
     torch.manual_seed(seed)
+    if entry is CALLABLE_MODEL:
+        return cls.build(cfg, dataset, seed)
     return cls.build(cfg, dataset)
 
 
@@ -88,7 +129,7 @@ def build_numpy_model(cfg, dataset, seed: int):
     ValueError
         The model has no numpy twin (see :attr:`ModelEntry.numpy_target`).
     """
-    return MODELS[cfg.name].load_numpy().build(cfg, dataset, seed)
+    return model_entry(cfg.name).load_numpy().build(cfg, dataset, seed)
 
 
 def flat_parameters(model) -> torch.Tensor:

@@ -6,11 +6,12 @@ import torch
 from torch import nn
 
 from hpcbench.fl.contracts import FLModel
+from hpcbench.fl.models.losses import Classifier
 
 __all__ = ["MLP"]
 
 
-class MLP(nn.Module, FLModel):
+class MLP(Classifier, nn.Module, FLModel):
     """``in_features -> hidden (ReLU) -> num_classes``; logistic regression when ``hidden == 0``.
 
     Input float32 of shape (B, in_features); output logits of shape (B, num_classes).
@@ -32,13 +33,3 @@ class MLP(nn.Module, FLModel):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
-
-    @staticmethod
-    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy."""
-        return nn.functional.cross_entropy(logits, targets)
-
-    @staticmethod
-    def sample_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of each example, shape (B,)."""
-        return nn.functional.cross_entropy(logits, targets, reduction="none")

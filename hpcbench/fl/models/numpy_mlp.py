@@ -1,7 +1,7 @@
 """The ``mlp``/``logreg`` models in numpy: forward, cross-entropy and exact gradients, no torch.
 
 The torch-free client-training engine (``client_training: numpy``,
-:mod:`hpcbench.fl.numpy_training`) trains these. A model is a flat float32
+:mod:`hpcbench.fl.engines.numpy_training`) trains these. A model is a flat float32
 parameter vector laid out exactly as ``torch.nn.utils.parameters_to_vector``
 lays out :class:`hpcbench.fl.models.mlp.MLP`'s parameters (first layer's
 weight ``(hidden, in)`` row-major, its bias, second layer's weight

@@ -171,7 +171,7 @@ class Oort(Selector):
     FedScale relaxes it when the change is at most 10 % and tightens it when
     it is 5x or more) and for the exploration order (initial reward, not
     speed), and the paper for the statistical utility: over every sample of
-    local training (:func:`hpcbench.fl.training.train_client`), where
+    local training (:func:`hpcbench.fl.engines.training.train_client`), where
     FedScale's client squares only its last minibatch's losses.
 
     Deliberate differences from FedScale's code, and why:

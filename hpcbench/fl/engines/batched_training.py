@@ -1,7 +1,7 @@
 """Opt-in fast path (``client_training: batched``): many clients' local SGD as one batched computation.
 
 The default (``sequential``) trains one client after another with
-:func:`hpcbench.fl.training.train_client`; a round of 1,300 digits clients
+:func:`hpcbench.fl.engines.training.train_client`; a round of 1,300 digits clients
 then costs 1,300 x 5 small forward/backward passes whose time is mostly
 per-operation overhead. Here the clients of a group train together:
 ``torch.func.vmap`` of ``torch.func.grad`` over ``torch.func.functional_call``
@@ -11,7 +11,7 @@ applied to the stack.
 
 It is the same algorithm (the same mini-batches, drawn from the same
 per-client generators; the same objective, regulariser, momentum and
-learning rate; the same :class:`hpcbench.fl.training.LocalResult` fields),
+learning rate; the same :class:`hpcbench.fl.engines.training.LocalResult` fields),
 but batched kernels sum in another order than the per-client ones, so the
 updates differ from the sequential path's in the last bits (relative
 differences of order 1e-6 per step, which training compounds): results are
@@ -20,10 +20,15 @@ differ), which is why it is opt-in. ``tests/test_fl_batched.py`` checks that
 it trains equivalently: per-client updates agree within a tight tolerance
 after one round, and a whole job reaches the same accuracy.
 
-Limits: models that read feature vectors (``mlp``, ``logreg``; checked by
-the config); synchronous rounds. Clients are grouped by mini-batch size
+Limits (:class:`hpcbench.fl.engines.batched.BatchedEngine`, checked by the
+config): models that read feature vectors or images (``mlp``, ``logreg``,
+LEAF's ``cnn``, a user's module) and whose training changes no buffer
+(BatchNorm's running statistics would be written inside ``vmap``);
+synchronous rounds. Clients are grouped by mini-batch size
 ``min(batch_size, num_examples)`` and trained in chunks of at most
-:data:`CHUNK` clients to bound memory. ``train_wall_s``/``train_cpu_s`` of a
+:data:`CHUNK` clients, fewer for a large model: a chunk's stacked
+parameters, gradients and momentum stay within :data:`STACK_BYTES`
+(LEAF's CNN, 6.6 M parameters: 20 clients at a time, 13 with momentum). ``train_wall_s``/``train_cpu_s`` of a
 client are its chunk's times divided evenly over the chunk's clients.
 """
 
@@ -36,13 +41,21 @@ import numpy as np
 import torch
 
 from hpcbench.fl.models import load_flat_parameters
-from hpcbench.fl.numpy_training import chunks_by_batch_size
-from hpcbench.fl.training import LocalResult, local_loss
+from hpcbench.fl.engines.numpy_training import chunks_by_batch_size
+from hpcbench.fl.engines.training import LocalResult, local_loss
 
-__all__ = ["CHUNK", "train_clients_batched"]
+__all__ = ["CHUNK", "STACK_BYTES", "chunk_size", "train_clients_batched"]
 
 #: most clients trained together (bounds the stacked parameters, gradients and mini-batches in memory)
 CHUNK = 512
+#: bytes a chunk's stacked parameter copies, gradients and momentum buffers may take
+STACK_BYTES = 1 << 30
+
+
+def chunk_size(num_parameters: int, momentum: float) -> int:
+    """Clients trained together: :data:`CHUNK`, fewer when their float32 stacks would pass :data:`STACK_BYTES`."""
+    per_client = 4 * num_parameters * (3 if momentum else 2)   # values and gradients (+ velocity)
+    return max(1, min(CHUNK, STACK_BYTES // max(per_client, 1)))
 
 
 def _batch_indices(n: int, bs: int, local_steps: int, generator: torch.Generator) -> torch.Tensor:
@@ -72,7 +85,7 @@ def train_clients_batched(model: torch.nn.Module, global_flat: torch.Tensor, sha
     local_steps, batch_size : int
     learning_rate, momentum : float
     generators : list of torch.Generator
-        One per shard, as :func:`hpcbench.fl.training.client_generator` gives.
+        One per shard, as :func:`hpcbench.fl.engines.training.client_generator` gives.
     regulariser : callable, optional
         ``term(params, global_params) -> 0-d tensor`` (applied per client).
     global_loss : bool
@@ -84,7 +97,8 @@ def train_clients_batched(model: torch.nn.Module, global_flat: torch.Tensor, sha
         In the order of ``shards``; the fields of :func:`train_client`'s.
     """
     results: list[LocalResult | None] = [None] * len(shards)
-    for bs, chunk in chunks_by_batch_size([s.num_examples for s in shards], batch_size, CHUNK):
+    most = chunk_size(global_flat.numel(), momentum)
+    for bs, chunk in chunks_by_batch_size([s.num_examples for s in shards], batch_size, most):
         for i, res in zip(chunk, _train_chunk(model, global_flat, [shards[i] for i in chunk], bs, local_steps,
                                               batch_size, learning_rate, momentum,
                                               [generators[i] for i in chunk], regulariser, global_loss)):

@@ -1,9 +1,9 @@
 """Torch-free client training (``client_training: numpy``): local SGD and evaluation in numpy.
 
-The same algorithm as :func:`hpcbench.fl.training.train_client` (mini-batch
+The same algorithm as :func:`hpcbench.fl.engines.training.train_client` (mini-batch
 SGD from the global model over shuffled passes of the local data, reshuffled
 when exhausted; the same objective, FedProx term, momentum, learning rate and
-:class:`hpcbench.fl.training.LocalResult` fields) on
+:class:`hpcbench.fl.engines.training.LocalResult` fields) on
 :class:`hpcbench.fl.models.numpy_mlp.NumpyMLP`, with no rank importing torch:
 ``import torch`` alone costs a process about 220 MB of private resident
 memory, most of what a digits executor holds.
@@ -14,7 +14,7 @@ vectors, one batched ``np.matmul`` per layer and step), in chunks of at most
 
 Deliberate differences from the torch engines: the shuffles come from
 numpy's PCG64 seeded with the same ``(seed, round, client)`` as
-:func:`hpcbench.fl.training.client_generator` (torch's ``randperm`` cannot be
+:func:`hpcbench.fl.engines.training.client_generator` (torch's ``randperm`` cannot be
 reproduced without torch), and the initial model is drawn from numpy's
 generator (:meth:`NumpyMLP.init_parameters`), so a run is not the torch
 engine's run bit for bit. Given the same initial vector and the same
@@ -38,7 +38,7 @@ CHUNK = 64
 
 
 def client_rng(seed: int, stream: int, client_id: int) -> np.random.Generator:
-    """Per-client, per-round numpy generator, seeded as :func:`hpcbench.fl.training.client_generator`."""
+    """Per-client, per-round numpy generator, seeded as :func:`hpcbench.fl.engines.training.client_generator`."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream, client_id, 0x7A1])))
 
 
@@ -46,7 +46,7 @@ def batch_indices(n: int, bs: int, local_steps: int, rng: np.random.Generator) -
     """The ``(local_steps, bs)`` int64 local example indices of a client's steps.
 
     Walks shuffled passes over the ``n`` local examples, a new permutation
-    when fewer than ``bs`` remain, as :func:`hpcbench.fl.training.train_client`.
+    when fewer than ``bs`` remain, as :func:`hpcbench.fl.engines.training.train_client`.
     """
     perm = rng.permutation(n)
     pos, out = 0, np.empty((local_steps, bs), np.int64)
@@ -121,7 +121,7 @@ def chunks_by_batch_size(sizes, batch_size: int, chunk: int = CHUNK):
     ``bs = min(batch_size, n_k)`` for local example counts ``sizes``; groups
     in ascending ``bs``, each cut into runs of at most ``chunk`` positions
     (indices into ``sizes``, ascending). Shared with
-    :mod:`hpcbench.fl.batched_training`.
+    :mod:`hpcbench.fl.engines.batched_training`.
     """
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(sizes):
