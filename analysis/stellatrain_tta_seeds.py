@@ -36,8 +36,9 @@ import math
 import sys
 from pathlib import Path
 
-import h5py
 import numpy as np
+
+from hpcbench.results import read_attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,8 +64,7 @@ def collect(paths, target: float) -> tuple[dict, dict]:
     tta: dict[str, dict[int, float]] = {}
     final: dict[str, dict[int, float]] = {}
     for path in paths:
-        with h5py.File(path, "r") as f:
-            seed = int(f.attrs["seed"])
+        seed = int(read_attrs(path)["seed"])
         for label, c in accuracy_curves(path).items():
             tta.setdefault(label, {})[seed] = time_to(c, target)
             final.setdefault(label, {})[seed] = float(c["accuracy"][-1])

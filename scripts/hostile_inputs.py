@@ -3,16 +3,17 @@
 
 Usage (from the repository root)::
 
-    python scripts/hostile_inputs.py [--np 1] [--only fl,train] [--sample 20] [--report FILE.json]
+    python scripts/hostile_inputs.py [--np 1] [--only fl,train] [--group inputs] [--sample 20] [--report FILE.json]
 
 Each case is one command line a hostile or careless user could type (bad
 values, YAML alias bombs, pickle memo bombs, deeply nested JSON, non-finite
 floats, impossible sizes, clobbering paths, crafted checkpoints and result
 files, out-of-range fault specs...) for ``fl``, ``train``, ``pipeline``,
-``bench.collectives``, ``bench.compress``, ``bench.costmodel``, ``fl-bench``
-or ``results``. It runs in a fresh empty folder (relative outputs land
-there) under ``mpiexec -n NP`` (the MPI runners; ``fl-bench`` and
-``results`` start without it), while a sampler reads the resident memory of
+``bench.collectives``, ``bench.compress``, ``bench.costmodel``, ``fl-bench``,
+``results`` or ``reproduce``; input files include devices, FIFOs and sparse
+files beyond their size bound. It runs in a fresh empty folder (relative outputs land
+there) under ``mpiexec -n NP`` (the MPI runners; ``fl-bench``, ``results``
+and ``reproduce`` start without it), while a sampler reads the resident memory of
 every process of the tree every 20 ms. A case passes when:
 
 - the exit status is the expected one (2 for bad input unless noted);
@@ -82,6 +83,28 @@ class Case:
 
 
 # ------------------------------------------------------------------------------------- hostile files
+@dataclass(frozen=True)
+class Fifo:
+    """A named pipe to create in the case's folder (nothing ever writes to it)."""
+
+
+@dataclass(frozen=True)
+class Sparse:
+    """A file of ``size`` zero bytes that takes no disk (a hole), for inputs beyond a size bound."""
+
+    size: int
+
+
+def _make(path: Path, data) -> None:
+    if isinstance(data, Fifo):
+        os.mkfifo(path)
+    elif isinstance(data, Sparse):
+        with open(path, "wb") as fh:
+            fh.truncate(data.size)
+    else:
+        path.write_bytes(data)
+
+
 def _bomb_yaml(levels=9, width=9, key="rounds") -> bytes:
     lines = ["a0: &a0 [" + ", ".join(['"lol"'] * width) + "]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
@@ -314,8 +337,7 @@ def cases() -> list[Case]:
     rs("export", "--fedscale", "x.h5", "-o", ".", files={"x.h5": _h5("bad-config")})
     rs("bogus-action")
     rs()
-    c += _output_cases()
-    return c
+    return c + _output_cases() + _input_cases()
 
 
 def _results_h5(status: str = "completed") -> bytes:
@@ -416,6 +438,76 @@ def _output_cases() -> list[Case]:
     return c
 
 
+_REPRODUCE_MANIFEST = """version: 1
+figures:
+  tiny:
+    title: fixture
+    paper: a fixture
+    jobs:
+      - {id: cost, runner: costmodel, ranks: 1, overrides: {sizes-mb: "0.1", reps: 1}, expected_s: 3}
+    analysis: {script: analysis/plot_costmodel.py}
+    claims:
+      - {name: c, mirrors: x, quantity: "max(cost.results.measured)", op: ">", threshold: THRESHOLD}
+"""
+
+
+def _input_cases() -> list[Case]:
+    """Issue 35 parts 3, 4, 6 and 7: inputs bounded before they are read, values checked before the run,
+    ``reproduce``'s arguments and manifest, FedScale job files read with FedScale's types."""
+    from hpcbench.runtime.bounded import INPUT_BOUNDS
+
+    c: list[Case] = []
+    out = ["--output", "o.h5"]
+    over = {kind: Sparse(bound + 1) for kind, bound in INPUT_BOUNDS.items()}
+    fl = lambda *a, **k: c.append(Case("fl", [*a, "--progress", "false", "--rounds", "2", *out], **k))  # noqa: E731
+    # part 3: every kind of input file as the zero device, a FIFO and a file one byte over its bound
+    for name, files in (("/dev/zero", {}), ("in.yaml", {"in.yaml": Fifo()}), ("in.yaml", {"in.yaml": over["config"]})):
+        fl(name, files=files)
+        fl("--fedscale-conf", name, files=files)
+        c.append(Case("pipeline", [name, *out], files=files))
+    for name, files in (("/dev/zero", {}), ("/dev/urandom", {}), ("t.json", {"t.json": Fifo()}),
+                        ("t.json", {"t.json": over["trace"]})):
+        fl(DIGITS, "--traces.device.path", name, files=files)
+    fl(DIGITS, "--traces.device.format", "fedscale-capacity", "--traces.device.path", "cap.pkl",
+       files={"cap.pkl": Fifo()})
+    fl(DIGITS, "--traces.availability.format", "fedscale-behavior", "--traces.availability.path", "/dev/zero")
+    for name, files in (("/dev/zero", {}), ("c.ckpt", {"c.ckpt": Fifo()}), ("c.ckpt", {"c.ckpt": over["checkpoint"]})):
+        fl(DIGITS, "--resume", name, files=files)
+    for name, files in (("/dev/zero", {}), ("r.h5", {"r.h5": Fifo()}), ("r.h5", {"r.h5": over["results"]})):
+        c.append(Case("results", ["show", name], files=files))
+        c.append(Case("reproduce", ["--manifest", name.replace(".h5", ".yaml"), "--list"],
+                      files={k.replace(".h5", ".yaml"): over["manifest"] if isinstance(v, Sparse) else v
+                             for k, v in files.items()}))
+    c.append(Case("results", ["export", "--fedscale", "r.h5", "-o", "x.pkl"], files={"r.h5": Fifo()}))
+    c.append(Case("train", ["--progress", "false", "--compute", "emulated", "--profile_file", "p.h5", *out],
+                  files={"p.h5": Fifo()}))
+    c.append(Case("compress", ["--trace", "/dev/urandom", "--out", "o.h5"]))
+    c.append(Case("compress", ["--trace", "t.json", "--out", "o.h5"], files={"t.json": Fifo()}))
+    # part 4: values and products of values checked before the run
+    c.append(Case("collectives", ["-n", str(10**12), "-b", "1K", "-e", "1K", *out]))
+    c.append(Case("compress", ["--sizes-mb", "1e-9", "--out", "o.h5"]))
+    c.append(Case("compress", ["--threads", "100000", "--out", "o.h5"]))
+    c.append(Case("costmodel", ["--reps", str(10**12), *out]))
+    c.append(Case("fl-bench", ["--np", "2,2", "--flower", "none"]))
+    c.append(Case("fl-bench", ["--np", "1,2", "--flower", "/bin/false"]))
+    c.append(Case("train", ["st.yaml", "--progress", "false", *out],
+                  files={"st.yaml": b"policies:\n  - {name: stellatrain, min_batch: 64, max_batch: 8}\n"}))
+    # part 6: reproduce's manifest and --out
+    manifest = _REPRODUCE_MANIFEST.replace("THRESHOLD", "0").encode()
+    c.append(Case("reproduce", ["--manifest", "bin.yaml", "--list"], files={"bin.yaml": bytes(range(256)) * 8}))
+    c.append(Case("reproduce", ["--manifest", "m.yaml", "--list"],
+                  files={"m.yaml": _REPRODUCE_MANIFEST.replace("THRESHOLD", ".nan").encode()}))
+    c.append(Case("reproduce", ["--manifest", "m.yaml", "--out", "notes.txt"],
+                  files={"m.yaml": manifest, "notes.txt": b"mine"}))
+    for place in ("/proc", "/sys/kernel", "/sys/hpcbench-nope/out"):
+        c.append(Case("reproduce", ["--manifest", "m.yaml", "--out", place], files={"m.yaml": manifest}))
+    # part 7: FedScale's types and its older total_worker
+    for conf in (_fedscale("  - total_worker: 100\n  - num_participants: 8\n"), _fedscale("  - rounds: 10.0\n"),
+                 _fedscale("  - gradient_policy: fed-yogi\n  - yogi_eta: fast\n")):
+        c.append(Case("fl", ["--fedscale-conf", "conf.yml", "--progress", "false", *out], files={"conf.yml": conf}))
+    return c
+
+
 def _flow_bomb() -> str:
     parts = ["&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
     parts += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 7)]
@@ -441,15 +533,21 @@ def _tree_rss(pid: int) -> dict[int, int]:
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
+    """Each entry's digest; a FIFO or a large (sparse) file by its type, size and change time, never read."""
+    import stat
+
     out = {}
     for path in sorted(folder.rglob("*")):
         rel = str(path.relative_to(folder))
-        if path.is_symlink():
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
             out[rel] = f"-> {os.readlink(path)}"
-        elif path.is_file():
+        elif stat.S_ISREG(st.st_mode) and st.st_size <= 64 << 20:
             out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        elif stat.S_ISDIR(st.st_mode):
+            out[rel] = "<dir>"
         else:
-            out[rel] = "<dir>" if path.is_dir() else "<special>"
+            out[rel] = f"<mode {st.st_mode:o}, {st.st_size} bytes, changed {st.st_mtime_ns}>"
     return out
 
 
@@ -493,7 +591,7 @@ def run_case(case: Case, np_: int, limit_s: float, baseline: int, kill_s: float 
             elif data == FOLDER:
                 (folder / name).mkdir(exist_ok=True)
             else:
-                (folder / name).write_bytes(data)
+                _make(folder / name, data)
         for name, target in case.links.items():
             (folder / name).symlink_to(target)
         holders = [_hold(folder, name) for name in case.held]
@@ -579,10 +677,14 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, default=1, help="run every N-th case")
     parser.add_argument("--limit-s", type=float, default=10.0, help="longest a case may take (s)")
     parser.add_argument("--report", default=None, help="write the outcomes as JSON here")
-    parser.add_argument("--outputs-only", action="store_true",
-                        help="only the cases of the output rules and concurrent runs (_output_cases)")
+    parser.add_argument("--group", choices=("all", "inputs", "outputs"), default="all",
+                        help="inputs: only the cases of _input_cases() (bounded input files, values checked before "
+                             "the run, reproduce's arguments, FedScale's types); outputs: only _output_cases() "
+                             "(the output rules, concurrent runs, live reading)")
+    parser.add_argument("--outputs-only", action="store_true", help="the same as --group outputs")
     args = parser.parse_args(argv)
-    todo = _output_cases() if args.outputs_only else cases()
+    group = "outputs" if args.outputs_only else args.group
+    todo = {"all": cases, "inputs": _input_cases, "outputs": _output_cases}[group]()
     if args.only:
         keep = set(args.only.split(","))
         todo = [c for c in todo if c.runner in keep]

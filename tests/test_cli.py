@@ -58,7 +58,18 @@ def test_fl_subcommand_runs_a_job(tmp_path):
     assert proc.returncode == 2 and "rounds" in proc.stderr
 
 
-def test_fl_bench_runs_and_checks_the_flower_task_after_the_first_job():
+def _python_with_flower(folder) -> str:
+    """An interpreter that imports flwr and ray (empty stand-ins): passes fl-bench's --flower check, runs nothing."""
+    for name in ("flwr", "ray"):
+        (folder / name).mkdir()
+        (folder / name / "__init__.py").write_text("")
+    wrapper = folder / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{folder}:$PYTHONPATH" exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_fl_bench_runs_and_checks_the_flower_task_after_the_first_job(tmp_path):
     small = ("--np", "1", "--clients", "60", "--participants", "6", "--rounds", "3", "--warmup", "1",
              "--registry-clients", "0")
     proc = _hpcbench("fl-bench", *small, "--flower", "none", "--client-training", "numpy,sequential")
@@ -76,6 +87,6 @@ def test_fl_bench_runs_and_checks_the_flower_task_after_the_first_job():
         proc = _hpcbench("fl-bench", *small, "--flower", "none", *bad)
         assert proc.returncode == 2 and "client" in proc.stderr and "running" not in proc.stdout, proc.stderr
     # a job the Flower side would not reproduce: refused by name before any Flower run
-    proc = _hpcbench("fl-bench", *small, "--flower", sys.executable, "--momentum", "0.5")
+    proc = _hpcbench("fl-bench", *small, "--flower", _python_with_flower(tmp_path), "--momentum", "0.5")
     assert proc.returncode == 2 and "momentum" in proc.stderr, proc.stderr[-2000:]
     assert "running Flower" not in proc.stdout

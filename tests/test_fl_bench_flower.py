@@ -87,8 +87,16 @@ def test_flower_settings_from_the_job_config():
 
 
 def test_resolve_python(tmp_path):
+    import importlib.util
+
     assert resolve_python("none") is None
-    assert resolve_python(sys.executable) == sys.executable
+    if all(importlib.util.find_spec(m) is not None for m in ("flwr", "ray")):
+        assert resolve_python(sys.executable) == sys.executable
+    else:  # checked before any launch (issue 35 part 4): a Python without Flower is refused at once
+        with pytest.raises(InputError, match="--flower: .* cannot import flwr and ray"):
+            resolve_python(sys.executable)
+    with pytest.raises(InputError, match="--flower: '/bin/false' cannot import flwr and ray \\(exit 1"):
+        resolve_python("/bin/false")
     auto = resolve_python("auto")
     assert auto in (None, sys.executable)
     with pytest.raises(InputError, match="--flower"):

@@ -90,7 +90,7 @@ def test_more_bad_manifests(tmp_path):
                                        "reads job 'nojob'"),
         "quick claim on a full-only job": (GOOD.replace(", full_only: true", ""), "mark the claim full_only"),
         "not a mapping": ("- 1\n- 2\n", "top level"),
-        "not YAML": ("figures: [\n", "not YAML"),
+        "not valid YAML": ("figures: [\n", "not valid YAML"),
         "a config for a flags runner": (GOOD.replace("ranks: 2\n        overrides", "ranks: 2\n        config: "
                                                                                   "jobs/configs/digits.yaml\n"
                                                                                   "        overrides", 1),

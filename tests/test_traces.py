@@ -210,7 +210,7 @@ def _dev(**over):
 
 def test_error_missing_file(tmp_path):
     p = tmp_path / "nope.json"
-    with pytest.raises(TraceError, match="nope.json.*file not found"):
+    with pytest.raises(TraceError, match="nope.json.*does not exist"):
         T.load_device_latency(p)
 
 
@@ -364,7 +364,7 @@ def test_corrupt_and_missing_pickle(tmp_path):
     p.write_bytes(b"\x80\x05not a pickle")
     with pytest.raises(TraceError, match=r"junk\.pkl.*malformed pickle"):
         T.load_fedscale_capacity(p)
-    with pytest.raises(TraceError, match="file not found"):
+    with pytest.raises(TraceError, match="does not exist"):
         T.load_fedscale_behavior(tmp_path / "absent.pkl")
     p = _pickle(tmp_path, "list.pkl", [1, 2])
     with pytest.raises(TraceError, match=r"list\.pkl.*top level"):

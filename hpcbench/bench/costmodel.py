@@ -121,16 +121,41 @@ class CostModelJob(Job):
         self.cfg = dict(links=links, alphas=alphas, sizes=[int(s * 1e6) // 4 * 4 for s in sizes],
                         algorithms=algs, dilation=dilation, reps=args.reps, gamma=gamma,
                         output=args.output, scope=args.link_scope)
+        if min(self.cfg["sizes"]) < 4:
+            raise InputError(f"sizes-mb: {min(sizes):g} MB is less than one float32 element (4e-06 MB)")
+        self._check_run_time(args.reps)
+
+    def _check_run_time(self, reps: int) -> None:
+        """Refuse settings whose modelled calls alone exceed :data:`~hpcbench.runtime.budget.MAX_RUN_S` of wall time.
+
+        Every row runs ``--reps`` + 1 allreduces, each at least its cost-model
+        prediction without the reduction (``gamma`` 0) or the call floor,
+        stretched by ``--dilation``; with ``--link-scope between_hosts`` (on
+        one host nothing may be modelled) the call floor alone.
+        """
+        from hpcbench.collectives.cost import link_beta, predict_allreduce
+        from hpcbench.runtime.budget import call_floor_s, check_run_time
+
+        c, p = self.cfg, self.comm.size
+        modelled = c["scope"] == "all"
+        least = sum(max(predict_allreduce(alg, size, p, alpha, link_beta(rate)) if modelled else 0.0,
+                        call_floor_s(size))
+                    for rate in c["links"] for alpha in c["alphas"] for size in c["sizes"] for alg in c["algorithms"])
+        rows = len(c["links"]) * len(c["alphas"]) * len(c["sizes"]) * len(c["algorithms"])
+        check_run_time((reps + 1) * least * c["dilation"].factor,
+                       f"--reps {reps}, --dilation {c['dilation'].factor:g} over {rows} rows at {p} ranks")
 
     def output(self):
         return self.cfg["output"], {}
 
     def memory_need(self):
-        """Three buffers of the largest ``--sizes-mb`` per rank (input, output, the algorithm's scratch)."""
+        """Three buffers of the largest ``--sizes-mb`` per rank (input, output, the algorithm's scratch) and the
+        float64 seconds of ``--reps`` calls (gathered from every rank)."""
         from hpcbench.runtime.memory import MemoryNeed
 
         biggest = max(self.cfg["sizes"])
-        return MemoryNeed(3 * biggest, f"--sizes-mb {biggest / 1e6:g}")
+        times = 2 * 8 * self.cfg["reps"] * (1 + self.comm.size)   # wall and CPU seconds, and their gather
+        return MemoryNeed(3 * biggest + times, f"--sizes-mb {biggest / 1e6:g}, --reps {self.cfg['reps']}")
 
     def config_record(self):
         c = dict(self.cfg)

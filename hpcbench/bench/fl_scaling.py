@@ -225,6 +225,10 @@ class FLScalingJob(Job):
                 raise ValueError
         except ValueError:
             raise InputError(f"--np: expected comma-separated integers in 1..{MAX_NP}, got {args.np!r}") from None
+        repeated = sorted({n for n in sizes if sizes.count(n) > 1})
+        if repeated:
+            raise InputError(f"--np {args.np}: world size {repeated[0]} given twice (each size is one run; "
+                             f"--repeats repeats them)")
         for flag, value, low in (("--warmup", args.warmup, 0), ("--rounds", args.rounds, 1),
                                  ("--clients", args.clients, 1), ("--participants", args.participants, 1),
                                  ("--registry-clients", args.registry_clients, 0),

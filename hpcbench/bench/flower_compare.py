@@ -58,7 +58,8 @@ def resolve_python(value: str) -> str | None:
     Raises
     ------
     InputError
-        ``VALUE`` names no executable file.
+        ``VALUE`` names no executable file, or one that cannot import ``flwr`` and ``ray``
+        (tried once, before anything is launched).
     """
     if value == "none":
         return None
@@ -67,7 +68,29 @@ def resolve_python(value: str) -> str | None:
         return sys.executable if found else None
     if not (os.path.isfile(value) and os.access(value, os.X_OK)):
         raise InputError(f"--flower: {value!r} is not an executable Python (expected auto, none or a path)")
+    _check_python(value)
     return value
+
+
+#: seconds ``--flower PYTHON`` may take to import Flower and Ray before the benchmark starts
+_IMPORT_CHECK_S = 120
+
+
+def _check_python(python: str) -> None:
+    """Run ``python -c "import flwr, ray"`` once, before any launch; InputError naming ``--flower`` if it fails."""
+    import subprocess
+
+    try:
+        proc = subprocess.run([python, "-c", "import flwr, ray"], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, errors="replace", timeout=_IMPORT_CHECK_S)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"--flower: {python!r} did not import flwr and ray within {_IMPORT_CHECK_S} s") from None
+    except OSError as exc:
+        raise InputError(f"--flower: {python!r} cannot be started: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        raise InputError(f"--flower: {python!r} cannot import flwr and ray (exit {proc.returncode}: {last}); give "
+                         f"a Python with Flower installed, auto or none")
 
 
 def flower_settings(config: dict, clients: int, participants: int) -> list[str]:

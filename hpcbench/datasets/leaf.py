@@ -84,14 +84,18 @@ def iter_leaf_users(folder: str | Path, split: str) -> Iterator[tuple[str, list,
     Raises
     ------
     FileNotFoundError, LeafError
-        See :func:`leaf_files`; a file that is not JSON, lacks ``users``,
+        See :func:`leaf_files`; a file beyond the data bound
+        (:class:`hpcbench.runtime.bounded.InputFileError`), a file that is not JSON, lacks ``users``,
         ``num_samples`` or ``user_data``, lists a user without data, or whose
         ``num_samples`` or ``y`` do not match a user's ``x``.
     """
+    from hpcbench.runtime.bounded import read_input
+
     for path in leaf_files(folder, split):
+        raw = read_input(path, "dataset.path", "data", "LEAF file", gunzip=False)   # a regular file within the bound
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise LeafError(f"{path}: not JSON ({exc})") from None
         missing = [k for k in ("users", "num_samples", "user_data") if not isinstance(data, dict) or k not in data]
         if missing:

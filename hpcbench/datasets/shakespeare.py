@@ -25,21 +25,29 @@ def _bundled() -> str:
     return gzip.decompress(data_path(*BUNDLED).read_bytes()).decode("utf-8")
 
 
-def read_text(path: str | Path | None = None) -> str:
+def read_text(path: str | Path | None = None, key: str = "dataset.path") -> str:
     """The text of ``path`` (plain, or gzipped when it ends in ``.gz``), or the bundled text (read once).
+
+    The file is read through :func:`hpcbench.runtime.bounded.read_input`: a
+    regular file within the data-file bound, decompressed size included.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A text file; the bundled Tiny Shakespeare when omitted.
+    key : str
+        The config key or flag that named ``path`` (for the error message).
 
     Raises
     ------
-    FileNotFoundError
-        ``path`` is not a file.
+    hpcbench.runtime.bounded.InputFileError
+        ``path`` is missing, not a regular file, beyond its bound, or unreadable (an input error: exit 2).
     """
     if path is None:
         return _bundled()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"Shakespeare text {str(path)!r} not found")
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    return raw.decode("utf-8")
+    from hpcbench.runtime.bounded import read_input
+
+    return read_input(path, key, "data", "Shakespeare text").decode("utf-8")
 
 
 def vocabulary(text: str) -> list[str]:

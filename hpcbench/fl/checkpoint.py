@@ -234,9 +234,9 @@ def load_checkpoint(path, schema: bool = True) -> dict[str, Any]:
         and plain values, or lacks an entry the loop restores; the message
         names ``--resume`` and the path.
     """
-    from hpcbench.runtime.paths import input_file
+    from hpcbench.runtime.bounded import check_input_file
 
-    path = input_file(path, "--resume", "checkpoint")
+    path = check_input_file(path, "--resume", "checkpoint", "checkpoint")
     payload = _read_verified(path)
     try:
         with warnings.catch_warnings():

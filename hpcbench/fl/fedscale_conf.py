@@ -65,7 +65,8 @@ from hpcbench.fl.selection import SELECTORS
 from hpcbench.runtime.config import ConfigError, read_yaml_mapping, short_repr
 
 __all__ = ["FedScaleKey", "FEDSCALE_KEYS", "ASYNC_KEYS", "DEPLOYMENT_KEYS", "UNUSED_KEYS", "GRADIENT_POLICIES",
-           "FILTER_DEFAULTS", "FedScaleJob", "read_fedscale_conf", "translate_job_conf", "client_size_notes"]
+           "FILTER_DEFAULTS", "FEDSCALE_TYPES", "RENAMED_KEYS", "FedScaleJob", "read_fedscale_conf",
+           "translate_job_conf", "client_size_notes"]
 
 
 @dataclass(frozen=True)
@@ -219,24 +220,48 @@ class FedScaleJob:
     filters: dict = field(default_factory=dict)
 
 
-def _value(key: str, spec: FedScaleKey, raw: Any) -> Any:
-    """The value of ``key`` read as ``spec.kind``; a ValueError says what is wrong."""
-    bad = ValueError(f"bad value {short_repr(raw)} (expected {'a path' if spec.kind == 'path' else spec.kind})")
-    if isinstance(raw, bool) or raw is None or isinstance(raw, (list, dict)):
-        raise bad
-    if spec.kind == "int":
-        if isinstance(raw, float) and raw.is_integer():
-            return int(raw)  # FedScale declares some integer keys as float (decay_round)
-        if not isinstance(raw, int):
-            raise bad
-        return raw
-    if spec.kind == "float":
-        if not isinstance(raw, (int, float)):
-            raise bad
-        return float(raw)
-    if not isinstance(raw, str):
-        raise bad
-    return raw
+#: FedScale's own argument types (``fedscale/cloud/config_parser.py``, ``type=`` of each ``--KEY``) where
+#: they differ from the kind hpcbench reads: FedScale's driver passes every ``job_conf`` value as the text
+#: ``--KEY=VALUE`` and argparse converts it, so a value is read by this type, whatever YAML made of it.
+#: ``qfed_q`` is not declared there (its aggregator reads it as a number).
+FEDSCALE_TYPES: dict[str, str] = {"decay_round": "float", "arrival_interval": "int", "filter_less": "int",
+                                  "filter_more": "int", "total_worker": "int"}
+
+#: FedScale's older names of keys still found in its published job files -> the name it reads now.
+RENAMED_KEYS: dict[str, str] = {"total_worker": "num_participants"}
+
+_PARSE = {"int": int, "float": float, "str": str}
+
+
+def _declared(key: str, kind: str) -> str:
+    return FEDSCALE_TYPES.get(key, "str" if kind == "path" else kind)
+
+
+def _fedscale_value(key: str, raw: Any, kind: str) -> Any:
+    """``raw`` as FedScale reads it: the text ``f"{raw}"`` (its driver's ``--KEY=VALUE``) through its declared type.
+
+    So ``3e-3``, a string to YAML 1.1, is the float 0.003, and ``10.0`` is no
+    integer for an ``int`` key, exactly as under FedScale. ``kind`` is what
+    hpcbench needs (``int``, ``float``, ``str``, ``path``); a key FedScale
+    declares ``float`` that hpcbench counts in integers must be whole.
+
+    Raises
+    ------
+    ValueError
+        FedScale's argparse would refuse the text, or it is not whole where hpcbench needs an integer.
+    """
+    declared = _declared(key, kind)
+    text = f"{raw}"
+    try:
+        value = _PARSE[declared](text)
+    except ValueError:
+        shown = text if len(text) <= 60 and text.isprintable() else short_repr(text, 60)
+        raise ValueError(f"FedScale reads it as --{key}={shown} with {declared}(), which refuses it") from None
+    if kind == "int" and declared == "float":
+        if not value.is_integer():
+            raise ValueError(f"{value!r} is not a whole number")
+        return int(value)
+    return float(value) if kind == "float" else value
 
 
 def _expand(raw: str) -> str:
@@ -427,6 +452,22 @@ def _aggregation(t: _Translation, aggregator: str | None) -> None:
         t.notes.append(f"FedScale averages client updates unweighted; hpcbench's {aggregator} has its own weights")
 
 
+def _renamed(t: _Translation, key: str, raw: Any, raw_values: dict[str, Any]) -> None:
+    """A key under FedScale's older name (``total_worker``): read as the current one, never beside it silently."""
+    new = RENAMED_KEYS[key]
+    if new in raw_values and f"{raw_values[new]}" != f"{raw}":
+        t.problem(key, raw, f"FedScale's older name of {new}, which this file also sets, to "
+                            f"{short_repr(raw_values[new], 40)}", f"keep one of {key} and {new}")
+        return
+    try:
+        _fedscale_value(key, raw, "int")
+    except ValueError as exc:
+        t.problem(key, raw, str(exc), "give an integer")
+        return
+    raw_values[new] = raw
+    t.notes.append(f"{key} {short_repr(raw, 40)}: FedScale's older name of {new}, read as {new}")
+
+
 def translate_job_conf(entries: list, source: str = "job_conf", given: Mapping[str, Any] | None = None,
                        aggregator_entry: str | None = None, labels: Mapping[str, str] | None = None) -> FedScaleJob:
     """Translate FedScale's ``job_conf`` list into hpcbench config keys, reporting every problem at once.
@@ -465,9 +506,12 @@ def translate_job_conf(entries: list, source: str = "job_conf", given: Mapping[s
                           f"{short_repr(entries)}")
     t = _Translation(source, given or {}, aggregator_entry, labels or {})
     raw_values: dict[str, Any] = {}
+    renamed: dict[str, Any] = {}
     for entry in entries:
         for key, raw in entry.items():
-            raw_values[str(key)] = raw
+            (renamed if str(key) in RENAMED_KEYS else raw_values)[str(key)] = raw
+    for key, raw in renamed.items():
+        _renamed(t, key, raw, raw_values)
     values = {k: spec.default for k, spec in FEDSCALE_KEYS.items() if spec.default is not None}
     present: set[str] = set()
     filters = dict(FILTER_DEFAULTS)
@@ -484,15 +528,15 @@ def translate_job_conf(entries: list, source: str = "job_conf", given: Mapping[s
         elif key in UNUSED_KEYS:
             t.ignored.append(f"{key} (unused by FedScale too)")
         elif key in FILTER_DEFAULTS:
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != raw:
-                t.problem(key, raw, "not a number of samples", "give an integer")
-            else:
-                filters[key] = raw
+            try:
+                filters[key] = _fedscale_value(key, raw, "int")
+            except ValueError as exc:
+                t.problem(key, raw, f"not a number of samples: {exc}", "give an integer")
         elif key == "data_map_file":
             present.add(key)
         elif spec is not None:
             try:
-                values[key] = _value(key, spec, raw)
+                values[key] = _fedscale_value(key, raw, spec.kind)
                 present.add(key)
             except ValueError as exc:
                 t.problem(key, raw, str(exc), f"give {_KINDS[spec.kind]}")
@@ -586,7 +630,7 @@ def read_fedscale_conf(path: str | Path, given: Mapping[str, Any] | None = None,
         error of :func:`translate_job_conf`; the message names the file and keys.
     """
     source = str(path)
-    loaded = read_yaml_mapping(path)
+    loaded = read_yaml_mapping(path, "--fedscale-conf", "fedscale")
     if "job_conf" not in loaded:
         raise ConfigError(f"{source}: no 'job_conf' section; is this a FedScale job file (conf.yml)?")
     entry = loaded.get("aggregator_entry")

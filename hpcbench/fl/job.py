@@ -89,11 +89,30 @@ class FLJob(Job):
             raise ConfigError(f"{exc}\n(FedScale file {args.fedscale_conf}: its job_conf keys set the keys "
                               f"above as docs/fl.md lists, e.g. num_participants -> participants)") from None
         self.source = source
+        self._check_trace_files()
         from hpcbench.runtime.lifecycle import format_output_path
 
         format_output_path(self.cfg.checkpoint, {"output": "x.h5", "job_name": self.cfg.job_name}, "checkpoint")
         self.resume_path = None
         self.resume = None if args.resume is None else self._load_resume(args.resume)
+
+    def _check_trace_files(self) -> None:
+        """Each trace file named is a regular file within the trace bound, before anything is loaded.
+
+        Raises
+        ------
+        InputError
+            ``traces.KIND.path`` names a device, a FIFO, a directory, a missing
+            or an oversized file (docs/architecture.md, "Data-safety guarantees").
+        """
+        from hpcbench.runtime.bounded import check_input_file
+
+        traces = self.cfg.traces
+        for kind in ("device", "bandwidth", "availability"):
+            section = getattr(traces, kind)
+            path = getattr(section, "path", None)
+            if path is not None and path != "bundled" and section.format != "none":
+                check_input_file(path, f"traces.{kind}.path", "trace", "trace file")
 
     def _load_resume(self, path: str) -> dict:
         """The checkpoint to continue (every rank reads and verifies it), checked against this run's config.
@@ -106,6 +125,9 @@ class FLJob(Job):
             :data:`hpcbench.fl.checkpoint.RESUMABLE_KEYS` (named), or fewer
             ``rounds`` than the checkpoint has done.
         """
+        from hpcbench.runtime.bounded import check_input_file
+
+        check_input_file(path, "--resume", "checkpoint", "checkpoint")   # before torch is imported to read it
         from hpcbench.fl.checkpoint import RESUMABLE_KEYS, config_differences, load_checkpoint
 
         state = load_checkpoint(path)

@@ -63,11 +63,13 @@ def _check_async(state: dict, num_params: int, where: str) -> None:
 def _check_results_file(state: dict, where: str) -> None:
     import h5py
 
+    from hpcbench.results.reader import checked
+
     path = Path(state["output"])
     if not path.is_file():
         raise InputError(f"{where}: the results file it belongs to, {str(path)!r}, does not exist")
     try:
-        with h5py.File(path, "r") as h5:
+        with h5py.File(checked(path, where), "r") as h5:
             attrs = h5.attrs
             run_id = attrs.get("run_id", "")
             run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)

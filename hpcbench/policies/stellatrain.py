@@ -89,6 +89,14 @@ class StellaTrain(Policy):
                                  f"{short_repr(data['reading'])}}}")
             return data
 
+        @model_validator(mode="after")
+        def _bounds(self):
+            upper = min(self.max_batch) if isinstance(self.max_batch, list) else self.max_batch
+            if self.min_batch > upper:
+                raise ValueError(f"min_batch {self.min_batch} exceeds max_batch {upper} (the smallest of "
+                                 f"{self.max_batch}): no batch fits both; lower min_batch or raise max_batch")
+            return self
+
         @field_validator("estimator")
         @classmethod
         def _estimator(cls, v):

@@ -9,7 +9,9 @@ the docs state, and whether the files came from this code), and writes
 ``OUT/report.html``. A results file made by other code is run again unless
 ``--reuse`` keeps it. Exit status 0 when every claim
 passes and every figure is drawn, 1 when a claim fails or a run or drawing
-fails, 2 on a bad manifest or bad arguments (the message names the entry).
+fails, 2 on a bad manifest or bad arguments (the message names the entry),
+130 after Ctrl-C (the running job's process group ended, its ledger line and
+the report of what was done written).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from hpcbench.reproduce.local import INTERRUPTED
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["main"]
@@ -127,12 +130,46 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
         return 2
     try:
+        _check_out(out)
         return _reproduce(args, argv, manifest, plans[args.tier], out)
     except InputError as exc:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:       # a second Ctrl-C while the report was written
+        print("hpcbench reproduce: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
     finally:
         claimed.release()
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` as a folder this process can create files in (created if missing), or an InputError.
+
+    Raises
+    ------
+    InputError
+        ``--out`` names a file (or something else that is not a folder), or
+        the folder cannot be created or written (read-only file system,
+        permissions); nothing is left behind.
+    """
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: {str(out)!r} is a file, not a folder")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        if created:
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        raise InputError(f"--out: cannot write in {str(out)!r}: {exc.strerror or exc}") from None
 
 
 def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
@@ -163,7 +200,12 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
     _say(f"code: {short(session.code)}{' (tree has uncommitted changes)' if session.code['dirty'] else ''}, "
          f"python {session.code['python']}, torch {session.code['torch']}, numpy {session.code['numpy']}, "
          f"mpi4py {session.code['mpi4py']}, {session.code['mpi_library']}")
-    session.execute()
+    interrupted = False
+    try:
+        session.execute()
+    except KeyboardInterrupt:       # the running command is ended and in the ledger: report what was done
+        interrupted = True
+        _say("hpcbench reproduce: interrupted (Ctrl-C); the report shows what was done")
     reused: dict[str, dict[str, str]] = {}
     for o in session.runs.values():
         if o.other_code is not None:
@@ -191,5 +233,7 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
          + f"runs: {len(failed_runs)} failed or not run; "
          f"figures: {len(plan.figures) - len(undrawn)} of {len(plan.figures)} drawn; wall time {_minutes(wall)}")
     _say(f"report: {report}")
+    if interrupted:
+        return INTERRUPTED
     return 1 if failed_claims or failed_runs or undrawn else 0
 

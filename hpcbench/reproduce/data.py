@@ -16,6 +16,7 @@ import numpy as np
 
 from hpcbench.reproduce.expression import ExpressionError
 from hpcbench.reproduce.plan import Run
+from hpcbench.runtime.errors import InputError
 
 __all__ = ["MissingData", "FigureData"]
 
@@ -81,7 +82,7 @@ class FigureData:
             try:
                 with open_file(run.output) as h5:
                     attrs = read_attrs(h5)
-            except OSError as exc:
+            except (OSError, InputError) as exc:
                 raise MissingData(f"run {run.name}: unreadable results file ({exc})") from None
             status = run_status(run.output, attrs)
             if not status.completed:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hpcbench.reproduce.identity import differences
+from hpcbench.runtime.errors import InputError
 
 __all__ = ["Ledger", "Freshness", "config_digest"]
 
@@ -49,7 +50,7 @@ def config_digest(path) -> str:
     try:
         with open_file(path) as h5:
             text = h5.attrs.get("config_json", "")
-    except OSError:
+    except (OSError, InputError):
         return ""
     if isinstance(text, bytes):
         text = text.decode()

@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 from hpcbench.reproduce.manifest import ROOT
 from hpcbench.reproduce.plan import Drawing, Run
 
-__all__ = ["Handle", "LocalLauncher"]
+__all__ = ["Handle", "LocalLauncher", "Interrupted", "INTERRUPTED"]
+
+#: exit status recorded for a run or drawing ended by Ctrl-C (128 + SIGINT, as a shell reports it)
+INTERRUPTED = 130
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a command ran; it has been ended, and ``handle`` records it (``rc`` :data:`INTERRUPTED`)."""
+
+    def __init__(self, handle: "Handle") -> None:
+        super().__init__(handle.key)
+        self.handle = handle
 
 
 @dataclass
@@ -71,6 +82,10 @@ class LocalLauncher:
                 handle.rc = proc.returncode
             except launch.LaunchTimeout:
                 handle.rc, handle.note = 124, f"ended at its time limit ({run.timeout_s:g} s)"
+            except KeyboardInterrupt:   # run_mpi has ended the job's process group
+                handle.rc, handle.note = INTERRUPTED, "interrupted (Ctrl-C): its process group was ended"
+                handle.wall_s = time.monotonic() - t0
+                raise Interrupted(handle) from None
         handle.wall_s = time.monotonic() - t0
         return handle
 
@@ -88,6 +103,10 @@ class LocalLauncher:
                                            stdin=subprocess.DEVNULL, timeout=900).returncode
             except subprocess.TimeoutExpired:
                 handle.rc, handle.note = 124, "ended at its time limit (900 s)"
+            except KeyboardInterrupt:   # subprocess.run has killed the script
+                handle.rc, handle.note = INTERRUPTED, "interrupted (Ctrl-C)"
+                handle.wall_s = time.monotonic() - t0
+                raise Interrupted(handle) from None
         handle.wall_s = time.monotonic() - t0
         return handle
 

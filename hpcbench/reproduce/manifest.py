@@ -73,7 +73,7 @@ class ManifestError(InputError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, allow_inf_nan=False)
 
 
 class FromResults(_Model):
@@ -407,11 +407,20 @@ def load_manifest(path) -> Manifest:
     """
     import yaml
 
+    from hpcbench.runtime.bounded import read_input
+    from hpcbench.runtime.config import load_yaml_text
+
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read the manifest: {exc.strerror or exc}") from None
+        data = read_input(path, "manifest", "manifest", "manifest", gunzip=False)
+    except InputError as exc:
+        raise ManifestError(str(exc)) from None
+    try:
+        raw = load_yaml_text(data.decode("utf-8"), str(path))
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: the manifest is not UTF-8 text (byte {exc.start})") from None
+    except InputError as exc:
+        raise ManifestError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ManifestError(f"{path}: not YAML: {exc}") from None
     if not isinstance(raw, dict):

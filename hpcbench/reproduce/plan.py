@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.reproduce.manifest import ROOT, FromResults, Job, Manifest, ManifestError, Point, runners
+from hpcbench.runtime.bounded import read_input
 
 __all__ = ["Run", "Drawing", "Plan", "make_plan", "render_value"]
 
@@ -101,7 +102,8 @@ class Run:
 
     def recipe(self, resolved: dict[str, Any]) -> str:
         """SHA-256 of what makes the run's results: equal recipes make the same experiment."""
-        config = (ROOT / self.job.config).read_bytes() if self.job.config else b""
+        config = read_input(ROOT / self.job.config, f"job {self.job.id!r}: config", "config",
+                            "YAML file", gunzip=False) if self.job.config else b""
         plain = {k: (resolved[k] if isinstance(v, FromResults) else v) for k, v in self.overrides.items()}
         text = json.dumps({"runner": self.job.runner, "ranks": self.ranks, "config": self.job.config,
                            "config_sha256": hashlib.sha256(config).hexdigest(), "args": self.job.args,

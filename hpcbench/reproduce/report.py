@@ -23,6 +23,7 @@ from hpcbench.reproduce.identity import short
 from hpcbench.reproduce.manifest import Manifest
 from hpcbench.reproduce.plan import Plan
 from hpcbench.reproduce.session import Session
+from hpcbench.runtime.errors import InputError
 
 __all__ = ["write_report"]
 
@@ -66,7 +67,7 @@ def _inputs(plan: Plan) -> list[dict]:
         try:
             with open_file(run.output) as h5:
                 attrs = read_attrs(h5)
-        except OSError as exc:
+        except (OSError, InputError) as exc:
             out.append({"path": str(run.output), "status": f"unreadable ({exc})", "attrs": [], "config": ""})
             continue
         shown = [(k, v) for k, v in sorted(attrs.items()) if k not in ("config", "config_json", "config_yaml")]

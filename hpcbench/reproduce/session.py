@@ -134,7 +134,13 @@ class Session:
             self.say(f"{label}: from results: " + ", ".join(f"{k}={v:.6g}" for k, v in resolved.items()))
         self.say(f"{label}: {run.job.runner} on {run.ranks} rank(s), expected {run.expected_s:.0f} s "
                  f"({why}) ...")
-        handle = self.launcher.start_run(run, argv)
+        from hpcbench.reproduce.local import Interrupted
+
+        try:
+            handle = self.launcher.start_run(run, argv)
+        except Interrupted as exc:          # recorded by execute() as this run's outcome
+            self._active[run.key] = (exc.handle, run, recipe)
+            raise
         self._active[run.key] = (handle, run, recipe)
         if handle.done:
             self._ended(handle)
@@ -182,7 +188,13 @@ class Session:
             self.say(f"figure {figure}: not drawn ({why})")
             return
         after = [self._active[r.key][0] for r in runs if r.key in self._active]
-        handle = self.launcher.start_draw(drawing, after)
+        from hpcbench.reproduce.local import Interrupted
+
+        try:
+            handle = self.launcher.start_draw(drawing, after)
+        except Interrupted as exc:
+            self._drawing[figure] = exc.handle
+            raise
         self._drawing[figure] = handle
         if handle.done:
             self._drawn(handle)
@@ -224,8 +236,25 @@ class Session:
 
         Figures are drawn as soon as their runs have ended (locally) or been
         submitted (Slurm, dependent jobs), so a session cut short keeps the
-        figures it finished.
+        figures it finished. On Ctrl-C the command that was running has been
+        ended by its launcher; its ledger line is written (exit status 130)
+        and the KeyboardInterrupt goes on to the caller, which reports what
+        was done.
+
+        Raises
+        ------
+        KeyboardInterrupt
+            Ctrl-C; the interrupted command's outcome is recorded first.
         """
+        from hpcbench.reproduce.local import Interrupted
+
+        try:
+            self._execute()
+        except Interrupted as exc:
+            self._ended(exc.handle)
+            raise KeyboardInterrupt from None
+
+    def _execute(self) -> None:
         pending = list(self.plan.runs)
         figures = list(self.plan.figures)
         while pending or self._active or figures or self._drawing:

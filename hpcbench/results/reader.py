@@ -10,9 +10,21 @@ from typing import Callable, Iterator, TypeVar
 import h5py
 import numpy as np
 
-__all__ = ["read_table", "read_attrs", "open_file", "read_consistent", "table_units"]
+__all__ = ["read_table", "read_attrs", "open_file", "read_consistent", "table_units", "checked"]
 
 T = TypeVar("T")
+
+
+def checked(path, key: str = "results file"):
+    """``path`` once it is a regular file within the results bound (:func:`hpcbench.runtime.bounded.check_input_file`).
+
+    Every path this module opens passes here first: a FIFO, a device or an
+    oversized file is an :class:`~hpcbench.runtime.errors.InputError` naming
+    ``key`` and the path, before HDF5 opens (and blocks on, or reads) it.
+    """
+    from hpcbench.runtime.bounded import check_input_file
+
+    return check_input_file(path, key, "results", "HDF5 file")
 
 
 def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
@@ -32,7 +44,7 @@ def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
     """
     if isinstance(path_or_file, h5py.File):
         return _read(path_or_file, name)
-    with h5py.File(path_or_file, "r") as h5:
+    with h5py.File(checked(path_or_file), "r") as h5:
         return _read(h5, name)
 
 
@@ -88,6 +100,7 @@ def open_file(path) -> Iterator[h5py.File]:
     """
     from hpcbench.runtime.outputs import read_window
 
+    path = checked(path)
     with read_window(path):
         with h5py.File(path, "r", locking=False) as h5:
             yield h5
@@ -121,7 +134,7 @@ def table_units(path_or_file, name: str) -> dict[str, str]:
         If the file has no such table.
     """
     if not isinstance(path_or_file, h5py.File):
-        with h5py.File(path_or_file, "r") as h5:
+        with h5py.File(checked(path_or_file), "r") as h5:
             return table_units(h5, name)
     if name not in path_or_file:
         raise KeyError(f"{path_or_file.filename}: no table {name!r}")

@@ -9,16 +9,61 @@ for with every shared reference expanded, in time linear in the number of
 *distinct* containers, and stops at a limit; callers refuse inputs beyond it
 before anything walks them. :func:`short_repr` formats any value within a
 bounded number of characters without walking more of it than it shows.
+
+Files are bounded too (docs/architecture.md, "Data-safety guarantees", input
+bounds): :func:`check_input_file` and :func:`read_input` accept only a
+regular file of at most a stated number of bytes, checked before anything is
+read, so a device (``/dev/zero``, ``/dev/urandom``), a FIFO, a socket or an
+oversized file is an input error naming the key and the file in
+milliseconds, not a hang or a memory blow-up. The bound of each kind of input
+is one constant here (:data:`INPUT_BOUNDS`) and is stated in the error.
 """
 
 from __future__ import annotations
 
+import os
 import reprlib
+import stat
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ExpansionError", "expanded_size", "yaml_node_size", "short_repr"]
+from hpcbench.runtime.errors import InputError
+
+__all__ = ["ExpansionError", "expanded_size", "yaml_node_size", "short_repr", "INPUT_BOUNDS", "InputFileError",
+           "check_input_file", "read_input", "byte_size"]
+
+#: Largest file accepted, in bytes, of each kind of input (decompressed size for ``*.gz``): YAML job files,
+#: FedScale job files and reproduce manifests are text a person writes; traces hold up to millions of
+#: samples (FedScale's published client traces are tens of MB); a checkpoint holds a model's float32
+#: parameters and the strategy's state; results files and profiles are read a table at a time.
+INPUT_BOUNDS: dict[str, int] = {
+    "config": 1 << 20,
+    "fedscale": 1 << 20,
+    "manifest": 1 << 20,
+    "trace": 1 << 30,
+    "data": 1 << 30,
+    "checkpoint": 16 << 30,
+    "results": 64 << 30,
+}
 
 _CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+class InputFileError(InputError):
+    """An input file refused before (or while) it is read: ``"{key}: {what} {path!r} {detail}"``.
+
+    Attributes
+    ----------
+    key, what, path, detail : str
+        The flag or key that gave the file, how it is named, the path, and what is wrong with it.
+    """
+
+    def __init__(self, key: str, what: str, path, detail: str) -> None:
+        self.key, self.what, self.path, self.detail = key, what, os.fspath(path), detail
+        super().__init__(f"{key}: {what} {self.path!r} {detail}")
+
+    def __reduce__(self):  # picklable across processes
+        return (type(self), (self.key, self.what, self.path, self.detail))
 
 
 class ExpansionError(ValueError):
@@ -144,3 +189,134 @@ def short_repr(value: Any, limit: int = 120) -> str:
     if len(text) > limit:
         return f"{text[:limit]}..."
     return text
+
+
+def byte_size(n: int) -> str:
+    """``n`` bytes written for a message: ``1048576 bytes (1 MiB)``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n} bytes ({n / (1 << shift):g} {unit})"
+    return f"{n} bytes"
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _check_stat(st: os.stat_result, path, key: str, what: str, limit: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise InputFileError(key, what, path, f"is {_kind_of(st.st_mode)}; inputs are read only from regular "
+                                              f"files (of at most {byte_size(limit)} for a {what})")
+    if st.st_size > limit:
+        raise InputFileError(key, what, path, f"is {byte_size(st.st_size)}, more than the bound of "
+                                              f"{byte_size(limit)} for a {what}")
+
+
+def _limit(kind: str) -> int:
+    try:
+        return INPUT_BOUNDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown input kind {kind!r} (one of {sorted(INPUT_BOUNDS)})") from None
+
+
+def check_input_file(path: str | os.PathLike, key: str, kind: str, what: str | None = None) -> Path:
+    """``path`` once it names an existing, readable regular file within the bound of ``kind``.
+
+    For readers that open the file themselves (HDF5, torch): a FIFO, a device
+    or a socket is refused before anything opens it (opening a FIFO for
+    reading blocks until a writer comes; a device never ends).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file given.
+    key : str
+        The flag or config key that gave it, e.g. ``"--resume"``; every message starts with it.
+    kind : str
+        A key of :data:`INPUT_BOUNDS`: the bound applied and stated.
+    what : str, optional
+        How the file is named in messages (default: ``"<kind> file"``).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    InputFileError
+        Missing, unreadable, not a regular file, or larger than the bound (an :class:`InputError`: exit 2).
+    """
+    limit, what = _limit(kind), what or f"{kind} file"
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise InputFileError(key, what, p, "does not exist") from None
+    except OSError as exc:  # a component that is a file, a name too long, a loop of links
+        raise InputFileError(key, what, p, f"cannot be used: {exc.strerror or exc}") from None
+    _check_stat(st, p, key, what, limit)
+    if not os.access(p, os.R_OK):
+        raise InputFileError(key, what, p, "is not readable")
+    return p
+
+
+def read_input(path: str | os.PathLike, key: str, kind: str, what: str | None = None, *,
+               gunzip: bool | None = None) -> bytes:
+    """The bytes of input file ``path``, read only if it is a regular file within the bound of ``kind``.
+
+    The file is opened non-blocking (a FIFO swapped in after the check still
+    cannot block), its type and size checked on the open descriptor, and at
+    most bound + 1 bytes read, so a file growing while read is refused too.
+    A gzipped file (``gunzip``, by default a ``.gz`` suffix) is bounded by its
+    decompressed size as well (no gzip bomb).
+
+    Parameters
+    ----------
+    path, key, kind, what
+        As :func:`check_input_file`.
+    gunzip : bool, optional
+        Decompress (default: when ``path`` ends in ``.gz``).
+
+    Returns
+    -------
+    bytes
+        The file's (decompressed) content, at most ``INPUT_BOUNDS[kind]`` bytes.
+
+    Raises
+    ------
+    InputFileError
+        As :func:`check_input_file`; also a read error, a corrupt gzip stream,
+        or decompressed content beyond the bound.
+    """
+    import gzip
+    import zlib
+
+    limit, what = _limit(kind), what or f"{kind} file"
+    p = Path(path)
+    check_input_file(p, key, kind, what)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputFileError(key, what, p, f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            _check_stat(os.fstat(fh.fileno()), p, key, what, limit)
+            if gunzip if gunzip is not None else p.suffix == ".gz":
+                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                    data = gz.read(limit + 1)
+                if len(data) > limit:
+                    raise InputFileError(key, what, p, f"decompresses to more than the bound of "
+                                                       f"{byte_size(limit)} for a {what}")
+                return data
+            data = fh.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        detail = getattr(exc, "strerror", None) or exc
+        raise InputFileError(key, what, p, f"cannot be read: {detail}") from None
+    if len(data) > limit:
+        raise InputFileError(key, what, p, f"grew beyond the bound of {byte_size(limit)} while read")
+    return data

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Callable, Literal, Mapping, Union
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
-from hpcbench.runtime.bounded import ExpansionError, short_repr, yaml_node_size
+from hpcbench.runtime.bounded import INPUT_BOUNDS, ExpansionError, short_repr, yaml_node_size
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["ConfigError", "Strict", "StrategyConfig", "strategy_section", "section_options", "validate_section", "load_config", "flatten_keys", "keys_help",
@@ -38,7 +38,7 @@ __all__ = ["ConfigError", "Strict", "StrategyConfig", "strategy_section", "secti
            "finite_float", "MAX_CONFIG_BYTES", "MAX_CONFIG_VALUES"]
 
 #: Largest config file accepted (a job file is a few hundred bytes).
-MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_BYTES = INPUT_BOUNDS["config"]
 #: Most values a YAML document (a job file or a ``--KEY VALUE``) may stand for once its aliases are expanded.
 MAX_CONFIG_VALUES = 100_000
 
@@ -531,21 +531,17 @@ def _format_error(err: ValidationError, source: str, flags: Mapping[str, str] | 
     return "\n".join(lines)
 
 
-def _read_yaml(path: Path, source: str) -> dict:
-    if not path.exists():
-        raise ConfigError(f"config file {source!r} does not exist")
-    if path.is_dir():
-        raise ConfigError(f"config file {source!r} is a directory, not a YAML file")
+def _read_yaml(path: Path, source: str, key: str = "config file", kind: str = "config") -> dict:
+    from hpcbench.runtime.bounded import read_input
+
     try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {source!r} is {size} bytes; a job file is at most "
-                              f"{MAX_CONFIG_BYTES} bytes")
-        text = path.read_bytes().decode("utf-8")
+        raw = read_input(path, key, kind, "FedScale job file" if kind == "fedscale" else "YAML file", gunzip=False)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {source!r} is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {source!r} cannot be read: {exc.strerror or exc}") from None
     loaded = load_yaml_text(text, source)
     if loaded is None:
         raise ConfigError(f"config file {source!r} is empty; give at least one key, or omit the file "
@@ -555,7 +551,7 @@ def _read_yaml(path: Path, source: str) -> dict:
     return loaded
 
 
-def read_yaml_mapping(path: str | Path) -> dict:
+def read_yaml_mapping(path: str | Path, key: str = "config file", kind: str = "config") -> dict:
     """A YAML file whose top level is a mapping, read with the checks of :func:`load_config`.
 
     Raises
@@ -564,7 +560,7 @@ def read_yaml_mapping(path: str | Path) -> dict:
         Missing, unreadable, oversized, non-UTF-8, empty or malformed file, or
         a top level that is not a mapping; the message names the file.
     """
-    return _read_yaml(Path(path), str(path))
+    return _read_yaml(Path(path), str(path), key, kind)
 
 
 def load_config(model: type[BaseModel], path: str | Path | None = None,

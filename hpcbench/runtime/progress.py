@@ -3,7 +3,7 @@
 Under Slurm (a ``.out`` file) or in a pipe a carriage-return bar writes one
 redraw per update into the file; :func:`progress_bar` gives a bar only when
 its stream is a terminal, and otherwise :class:`LineProgress`, which has the
-same methods (``update``, ``set_postfix``, ``write``, ``close``) and prints
+same methods (``update``, ``set_postfix``, ``write``, ``reset``, ``close``) and prints
 one line each time another ``every_pct`` percent is done. Lines printed
 while a bar is open go through ``bar.write`` (``tqdm.write`` on a terminal),
 so bars and lines never interleave.
@@ -31,8 +31,8 @@ class LineProgress:
 
     Parameters
     ----------
-    total : int
-        Units of the whole loop.
+    total : int or None
+        Units of the whole loop (None or 0: unknown, no progress lines).
     desc : str
         Label at the start of each line.
     unit : str
@@ -49,10 +49,11 @@ class LineProgress:
 
     def __init__(self, total: int, desc: str = "", unit: str = "it", file: IO | None = None, initial: int = 0,
                  every_pct: float = 10.0, disable: bool = False) -> None:
-        self.total, self.desc, self.unit = int(total), desc, unit
+        self.total, self.desc, self.unit = int(total or 0), desc, unit
         self.file = sys.stderr if file is None else file
         self.n = int(initial)
         self.disable = disable
+        self._every_pct = every_pct
         self._step = max(1, int(round(self.total * every_pct / 100.0)))
         self._next = (self.n // self._step + 1) * self._step
         self._postfix = ""
@@ -89,6 +90,15 @@ class LineProgress:
         out = sys.stdout if file is None else file
         out.write(s + end)
         out.flush()
+
+    def reset(self, total: int | None = None) -> None:
+        """Start again from 0 (with a new ``total`` when given), as ``tqdm.reset``."""
+        if total is not None:
+            self.total = int(total)
+            self._step = max(1, int(round(self.total * self._every_pct / 100.0)))
+        self.n = 0
+        self._next = self._step
+        self._t0 = time.monotonic()
 
     def close(self) -> None:
         """Nothing to clear: every line is already written."""

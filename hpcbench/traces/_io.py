@@ -7,7 +7,6 @@ messages (:func:`hpcbench.runtime.bounded.short_repr`) without being walked.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -16,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.runtime.bounded import short_repr
+from hpcbench.runtime.bounded import InputFileError, read_input, short_repr
 
 from .errors import TraceError
 
@@ -33,18 +32,15 @@ def resolve(path: PathLike | None, bundled: str) -> pathlib.Path:
 
 
 def read_bytes(path: pathlib.Path) -> bytes:
-    """Read a file, transparently decompressing ``*.gz``; TraceError on failure."""
+    """Read a trace file, transparently decompressing ``*.gz``; TraceError on failure.
+
+    Only a regular file within the trace bound is read (:func:`hpcbench.runtime.bounded.read_input`):
+    a device, a FIFO or an oversized file is refused before anything is read.
+    """
     try:
-        if path.is_dir():
-            raise TraceError(path, "is a directory, not a trace file")
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as fh:
-                return fh.read()
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(path, "file not found") from None
-    except (OSError, EOFError) as exc:
-        raise TraceError(path, f"cannot read file: {exc}") from None
+        return read_input(path, "trace", "trace", "trace file")
+    except InputFileError as exc:
+        raise TraceError(path, exc.detail) from None
 
 
 def read_json(path: pathlib.Path) -> Any:

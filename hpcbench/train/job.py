@@ -40,6 +40,11 @@ class TrainJob(Job):
         n = MODELS[cfg.model].train_samples
         if cfg.elastic is not None:
             self._check_elastic(cfg.elastic)
+        from hpcbench.runtime.bounded import check_input_file
+
+        for key, path in (("profile_file", cfg.profile_file), ("step_clock.profile_file", cfg.step_clock.profile_file)):
+            if path is not None:    # a FIFO or a device would block or never end where it is read
+                check_input_file(path, key, "results", "HDF5 file")
         for i, e in enumerate(cfg.link.slow):
             if e.rank >= self.comm.size:
                 raise InputError(f"key 'link.slow.{i}.rank' has bad value {e.rank}: the job has {self.comm.size} "
@@ -58,6 +63,13 @@ class TrainJob(Job):
             if v > p:
                 raise InputError(f"key 'elastic.schedule.{k}' has bad value {v}: more workers than the {p} ranks "
                                  f"started (the warm pool)")
+        if el.batch == "keep_global":   # the starting global batch is split over every later worker count
+            start, batch = el.initial(p), self.cfg.batch_size
+            most, key = (max(el.schedule.values()), "elastic.schedule") if el.schedule else (p, "elastic.workers")
+            if most > batch * start:
+                raise InputError(f"key '{key}': {most} workers cannot share keep_global's global batch of "
+                                 f"{batch * start} samples (batch_size {batch} x {start} starting workers; every "
+                                 f"worker needs one); raise batch_size, or give elastic.batch: keep_local")
 
     def _trains(self) -> bool:
         """Whether this rank runs the model: real compute, digits, or rank 0 profiling it."""

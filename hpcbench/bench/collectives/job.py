@@ -142,7 +142,25 @@ class CollectivesJob(Job):
         if "mpi" in impls:        # MPI is the reference for the ratio column: run it first
             impls = ["mpi"] + [a for a in impls if a != "mpi"]
         args.impls = impls
+        self._check_run_time(args)
         self.cfg = args
+
+    @staticmethod
+    def _check_run_time(a: argparse.Namespace) -> None:
+        """Refuse a sweep whose calls alone (each at least :func:`~hpcbench.runtime.budget.call_floor_s`) exceed
+        :data:`~hpcbench.runtime.budget.MAX_RUN_S`."""
+        from hpcbench.bench.collectives.report import iters_for, sizes
+        from hpcbench.runtime.budget import call_floor_s, check_run_time
+
+        rows = sizes(a.minbytes, a.maxbytes, a.stepfactor)
+        if a.overlap:
+            least = len(rows) * 3 * a.overlap_reps * call_floor_s(a.maxbytes)
+        else:
+            least = len(a.impls) * sum((sum(iters_for(n, a.iters, a.warmup)) + min(a.rounds, a.iters))
+                                       * call_floor_s(n) for n in rows)
+        check_run_time(least, f"-n/--iters {a.iters}, -w/--warmup {a.warmup}, --rounds {a.rounds}, "
+                              f"--overlap-reps {a.overlap_reps} over {len(rows)} sizes (-b {a.minbytes} to "
+                              f"-e {a.maxbytes}) x {len(a.impls)} implementations")
 
     @staticmethod
     def _baselines(device: str) -> dict:
@@ -155,14 +173,16 @@ class CollectivesJob(Job):
     def memory_need(self):
         """Buffers of ``-e/--maxbytes`` per rank: an input and an output per kind of buffers (numpy,
         torch: the implementations of one kind share them, :meth:`_interleaved`), the reference
-        result and the algorithm's scratch (a lower bound; the float64 pattern the inputs are made
-        from is left out)."""
+        result and the algorithm's scratch, and the float64 call times of ``-n/--iters`` per
+        implementation (a lower bound; the float64 pattern the inputs are made from is left out)."""
         from hpcbench.runtime.memory import MemoryNeed
 
         a = self.cfg
         baselines = self._baselines(a.device)
         kinds = len({baselines[i].torch_buffers if i in baselines else Custom.torch_buffers for i in a.impls})
-        return MemoryNeed((2 * kinds + 2) * a.maxbytes, f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op})")
+        times = 3 * 8 * a.iters * len(a.impls)   # per implementation: float64 seconds, their parts and the gather
+        return MemoryNeed((2 * kinds + 2) * a.maxbytes + times,
+                          f"-e/--maxbytes {a.maxbytes} (-b/--minbytes {a.minbytes}, --op {a.op}), -n/--iters {a.iters}")
 
     def prepare(self) -> None:
         """Choose the device, start the baselines (gloo, Horovod, NCCL) and the ``--link`` transport (collective).

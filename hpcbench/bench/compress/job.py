@@ -157,6 +157,15 @@ class CompressJob(Job):
             raise InputError("--trace-scale must be > 0")
         if a.threads < 1:
             raise InputError(f"--threads must be >= 1, got {a.threads}")
+        cores = os.cpu_count() or 1
+        if a.threads > cores:
+            raise InputError(f"--threads {a.threads}: more than this node's {cores} cores (torch intra-op threads "
+                             f"per rank); give at most {cores}")
+        small = [mb for mb in a.sizes_mb if int(mb * 1e6 / 4) < 1]
+        if small:
+            raise InputError(f"--sizes-mb {small[0]:g}: less than one float32 element (4 bytes = 4e-06 MB); "
+                             f"give sizes of at least 4e-06 MB")
+        self._check_run_time(a)
         self.trace = None
         if a.trace:
             from hpcbench.collectives.linkmodel import BandwidthReplay
@@ -165,6 +174,25 @@ class CompressJob(Job):
             except (OSError, ValueError) as exc:
                 raise InputError(f"--trace: {exc}") from None
         self.cfg = a
+
+    def _check_run_time(self, a: argparse.Namespace) -> None:
+        """Refuse settings whose timed calls alone exceed :data:`~hpcbench.runtime.budget.MAX_RUN_S`.
+
+        Per size: every compressor's ``--warmup + --repeats`` local calls
+        (and torch.topk's), then per link the dense ring's and each compressor
+        and output form's allreduce; ``--convergence`` trains ``--steps`` per compressor.
+        """
+        from hpcbench.runtime.budget import call_floor_s, check_run_time
+
+        per_size = len(a.compressors) + 1
+        if not a.no_allreduce:
+            per_size += len(a.link) * (1 + len(a.compressors) * len(a.outputs))
+        calls = (a.warmup + a.repeats) * per_size
+        least = sum(calls * call_floor_s(4 * int(mb * 1e6 / 4)) for mb in a.sizes_mb)
+        if a.convergence:
+            least += (len(a.compressors) + 1) * a.steps * call_floor_s(0)
+        check_run_time(least, f"--repeats {a.repeats}, --warmup {a.warmup}, --steps {a.steps} over "
+                              f"{len(a.sizes_mb)} sizes x {len(a.compressors)} compressors x {len(a.link)} links")
 
     def memory_need(self):
         """``6 x max(--sizes-mb)`` per rank (:data:`_COPIES` float32 gradients of the largest size)."""

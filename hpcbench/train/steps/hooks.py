@@ -130,7 +130,11 @@ class MonitorHook(Hook):
 
 
 class Progress(Hook):
-    """Rank 0's tqdm bar over every step of the job; lines printed through it keep the bar intact.
+    """Rank 0's progress over every step of the job; lines printed through it keep the bar intact.
+
+    :func:`hpcbench.runtime.progress.progress_bar`: a tqdm bar when stderr is
+    a terminal, a plain line every few percent elsewhere (a Slurm ``.out``
+    file, a pipe), never carriage-return redraws in a log.
 
     Parameters
     ----------
@@ -141,10 +145,10 @@ class Progress(Hook):
     """
 
     def __init__(self, total, enabled: bool) -> None:
-        from tqdm import tqdm
+        from hpcbench.runtime.progress import progress_bar
 
-        self.bar = tqdm(total=total, unit="step", leave=False, file=sys.stderr, disable=not enabled,
-                        dynamic_ncols=True)
+        self.bar = progress_bar(total, unit="step", file=sys.stderr, disable=not enabled, leave=False,
+                                dynamic_ncols=True)
 
     def write(self, text: str) -> None:
         """Print ``text`` on stdout above the bar."""
