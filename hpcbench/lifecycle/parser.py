@@ -14,10 +14,8 @@ class UsageError(InputError):
     """A command-line usage error (argparse's), printed with the usage line by rank 0."""
 
 
-
 class HelpShown(Exception):
-    """``--help`` (or ``--version``) was printed; ``args[0]`` is the exit status."""
-
+    """``--help`` was printed (or argparse asked to exit); ``args[0]`` is the exit status."""
 
 
 class RankParser(argparse.ArgumentParser):

@@ -53,7 +53,6 @@ class FaultSpec:
             raise InputError(f"--fault-inject: STEP {self.step} is beyond the {steps} steps of this job")
 
 
-
 _FAULT: FaultSpec | None = None
 _RANK = 0
 
