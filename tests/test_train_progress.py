@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from hpcbench.runtime.progress import LineProgress
-from hpcbench.train.hooks import Progress
+from hpcbench.train.steps.hooks import Progress
 from mpitools import ROOT, run_mpi
 
 
