@@ -1,6 +1,6 @@
 """The ``hpcbench`` command: one subcommand per runner, each a module with ``main(argv)``.
 
-Every runner's ``main`` goes through :func:`hpcbench.runtime.lifecycle.main`
+Every runner's ``main`` goes through :func:`hpcbench.lifecycle.main`
 (parse and check on every rank, open the output, run, end every rank together).
 """
 

@@ -40,8 +40,8 @@ DEFAULTS = ["jobs/configs/train-fig8.yaml", "--monitors", "[{name: variance, est
 def main() -> int:
     from mpi4py import MPI
 
+    from hpcbench.lifecycle import run
     from hpcbench.results import read_table
-    from hpcbench.runtime.lifecycle import run
 
     out = "results/monitor-overhead.h5"
     comm = MPI.COMM_WORLD

@@ -31,8 +31,8 @@ from hpcbench.runtime.wakeup import block_wake_signal  # noqa: E402
 block_wake_signal()     # before mpi4py and torch start threads (hpcbench.runtime.wakeup)
 
 from hpcbench.policies import Policy  # noqa: E402
-from hpcbench.train.job import TrainJob  # noqa: E402
 from hpcbench.train.adaptation.policyhook import PolicyHook  # noqa: E402
+from hpcbench.train.job import TrainJob  # noqa: E402
 
 DEFAULTS = ["jobs/configs/train-fig8.yaml", "--monitors", "[]", "--interleave_monitors", "false",
             "--sync", "[{name: ring, label: without}, {name: ring, label: with}]", "--interleave_sync", "true",
@@ -99,8 +99,8 @@ class ProbedJob(TrainJob):
 def main() -> int:
     from mpi4py import MPI
 
+    from hpcbench.lifecycle import run
     from hpcbench.results import read_table
-    from hpcbench.runtime.lifecycle import run
 
     argv = sys.argv[1:]
     if "--policies" in argv:

@@ -57,10 +57,10 @@ def _timed(cls, name: str, acc: list) -> None:
 def main() -> int:
     from plot_stellatrain import estimate_errors
 
+    from hpcbench.lifecycle import run
     from hpcbench.results import read_table
-    from hpcbench.runtime.lifecycle import run
-    from hpcbench.train.job import TrainJob
     from hpcbench.train.adaptation.policyhook import PolicyHook
+    from hpcbench.train.job import TrainJob
     from hpcbench.train.reporting.telemetryhook import TelemetryHook
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

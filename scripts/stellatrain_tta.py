@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT / "analysis"))
 def main() -> int:
     from plot_stellatrain_tta import accuracy_curves, time_to
 
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
     from hpcbench.train.job import TrainJob
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -14,9 +14,9 @@ import pickle
 
 import pytest
 
+from hpcbench.lifecycle import run
 from hpcbench.runtime.bounded import ExpansionError, expanded_size, short_repr
 from hpcbench.runtime.config import ConfigError, load_config
-from hpcbench.runtime.lifecycle import run
 from memtools import peak_mb
 from mpitools import ROOT
 

@@ -85,7 +85,7 @@ def test_horovod_required_and_importable():
                                   ["--rounds", "0"]])
 def test_bench_cli_bad_values(tmp_path, args, capsys):
     from hpcbench.bench.collectives.job import CollectivesJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     out = tmp_path / "x.h5"
     assert run(CollectivesJob, [*args, "--output", str(out)]) == 2
@@ -129,7 +129,7 @@ def test_bench_cli_link_and_overlap(tmp_path):
                                   ["--overlap-factor", "0"], ["--overlap-reps", "0"]])
 def test_bench_cli_bad_link(tmp_path, args):
     from hpcbench.bench.collectives.job import CollectivesJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     assert run(CollectivesJob, [*args, "--output", str(tmp_path / "x.h5")]) == 2
     assert not (tmp_path / "x.h5").exists()

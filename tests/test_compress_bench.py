@@ -9,7 +9,7 @@ import hpcbench
 from hpcbench.traces import MOBIPERF_FILE
 from mpitools import run_mpi
 from hpcbench.bench.compress.job import CompressJob
-from hpcbench.runtime.lifecycle import run
+from hpcbench.lifecycle import run
 
 
 @pytest.mark.mpi

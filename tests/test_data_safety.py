@@ -28,7 +28,7 @@ from hpcbench.results import Column, ResultsFile, read_attrs, read_table
 from hpcbench.results.status import STALE_S, classify, file_status
 from hpcbench.results_command import main as results_main
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import format_output_path
+from hpcbench.runtime.output_names import format_output_path
 from mpitools import ROOT
 
 CONFIG = str(ROOT / "jobs" / "configs" / "digits.yaml")
@@ -37,7 +37,7 @@ FAST = ["--rounds", "2", "--eval_interval", "1", "--progress", "false", "--trace
 
 def _fl(argv) -> int:
     from hpcbench.fl.job import FLJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     return run(FLJob, [CONFIG, *FAST, *argv])
 

@@ -98,7 +98,7 @@ def test_fedscale_meaning_translated_or_noted():
 @pytest.mark.parametrize("path, table", [(FEMNIST, "clients"), (ASYNC, "tasks")])
 def test_fedscale_files_run_end_to_end(fedscale_home, tmp_path, path, table, capsys):
     from hpcbench.fl.job import FLJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     out = tmp_path / f"{path.stem}.h5"
     assert run(FLJob, ["--fedscale-conf", str(path), "--dataset.name", "digits", "--model.name", "mlp",
@@ -116,7 +116,7 @@ def test_femnist_file_runs_on_its_own_download(fedscale_home, tmp_path, capsys):
     """FedScale's femnist file whose data_dir holds FedScale's layout reads it, with its own clients."""
     from dataset_layouts import write_fedscale
     from hpcbench.fl.job import FLJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     written = write_fedscale(fedscale_home / "benchmark" / "dataset" / "data" / "femnist", clients=12)
     out = tmp_path / "femnist.h5"

@@ -117,7 +117,7 @@ def test_async_sigkilled_and_resumed_is_bit_identical(tmp_path):
 # ---------------------------------------------------------------------------- bad resumes: exit 2
 def _run_inprocess(argv):
     from hpcbench.fl.job import FLJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     return run(FLJob, [CONFIG, "--progress", "false", *argv])
 
@@ -220,8 +220,8 @@ def test_config_differences_names_nested_keys_but_not_run_time_ones():
 @pytest.mark.parametrize("name", ["qsgd", "topk"])
 def test_codec_state_continues_bit_for_bit_after_a_checkpoint(name, tmp_path):
     """Residuals, step counters and the stochastic rounding generator (qsgd) survive save/load exactly."""
-    from hpcbench.fl.uplink import UpdateCodec, model_tensors
     from hpcbench.fl.config import load_config
+    from hpcbench.fl.uplink import UpdateCodec, model_tensors
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))

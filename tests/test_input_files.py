@@ -147,7 +147,7 @@ def test_every_input_kind_refuses_devices_fifos_and_oversized_files(tmp_path, re
 @pytest.mark.parametrize("how", ["zero", "fifo", "big"])
 def test_fl_exits_2_naming_the_flag_the_file_and_the_bound(tmp_path, capsys, argv, key, how):
     from hpcbench.fl.job import FLJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     kind = "config" if key == "config file" else "fedscale" if key == "--fedscale-conf" else "trace"
     path = _hostile(tmp_path, how, kind, ".yaml")
@@ -163,7 +163,7 @@ def test_fl_exits_2_naming_the_flag_the_file_and_the_bound(tmp_path, capsys, arg
 def test_urandom_as_a_trace_is_refused_before_it_is_read(tmp_path, capsys):
     """The issue's ``--traces.device.path /dev/urandom`` read 5.5 GB and hung."""
     from hpcbench.fl.job import FLJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     with _deadline():
         status = run(FLJob, [DIGITS, "--rounds", "1", "--progress", "false", "--traces.device.path", "/dev/urandom",

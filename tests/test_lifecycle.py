@@ -1,4 +1,4 @@
-"""The shared job lifecycle (hpcbench.runtime.lifecycle) under real ``mpiexec`` launches.
+"""The shared job lifecycle (hpcbench.lifecycle) under real ``mpiexec`` launches.
 
 Fault injection: ``--fault-inject RANK:STEP:MODE`` makes one rank fail at one
 round; the whole job must end within 10 s of the fault with status 1 (an
@@ -235,7 +235,7 @@ def test_bad_output_template_exit_2(tmp_path, template):
 # ------------------------------------------------------------------ in-process parts of the lifecycle
 def test_format_output_path_names_the_key():
     from hpcbench.runtime.errors import InputError
-    from hpcbench.runtime.lifecycle import format_output_path
+    from hpcbench.runtime.output_names import format_output_path
 
     assert format_output_path("r/{job_name}.h5", {"job_name": "a"}) == Path("r/a.h5")
     for bad in ("{x}.h5", "{job_name.h5", "{0}.h5", "{job_name!z}.h5", ""):
@@ -267,7 +267,7 @@ def test_settings_flags_reach_environment_and_provenance(monkeypatch):
 
 _CLEAN_EXIT = """
 from mpi4py import MPI
-from hpcbench.runtime.lifecycle import exit_process
+from hpcbench.lifecycle import exit_process
 comm = MPI.COMM_WORLD
 comm.gather(comm.rank, root=0)
 exit_process(int(__import__("sys").argv[1]))

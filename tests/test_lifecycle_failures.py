@@ -10,7 +10,7 @@ from mpitools import run_mpi, wait_unlocked
 
 _JOB = """
 import sys
-from hpcbench.runtime.lifecycle import Job, main
+from hpcbench.lifecycle import Job, main
 
 class Failing(Job):
     prog = "failing"

@@ -38,7 +38,7 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHO
 
 def _fl(argv) -> int:
     from hpcbench.fl.job import FLJob
-    from hpcbench.runtime.lifecycle import run
+    from hpcbench.lifecycle import run
 
     return run(FLJob, [CONFIG, *FAST, *argv])
 

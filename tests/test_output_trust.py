@@ -55,7 +55,7 @@ def test_oversubscribed_hosts_are_named():
 
 
 def test_compute_real_warns_once_and_records_it(capsys):
-    from hpcbench.runtime.lifecycle import _oversubscribed
+    from hpcbench.lifecycle.driver import _oversubscribed
 
     job = types.SimpleNamespace(prog="hpcbench train")
     text = _oversubscribed(job, ["n", "n", "n"], [2, 2, 2], "real")

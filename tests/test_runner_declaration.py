@@ -47,7 +47,7 @@ def test_a_toy_runner_declared_from_the_tests_is_read_by_reproduce_and_results(t
 
 def test_every_declared_runner_has_its_subcommands_name_and_its_jobs_kind():
     """The kind a runner's files carry is its subcommand's name, and its Job takes it from its declaration."""
-    from hpcbench.runtime.lifecycle import Job
+    from hpcbench.lifecycle import Job
 
     declared = cli.load_declarations()
     assert set(declared) == {"fl", "collectives", "compress", "pipeline", "costmodel", "train"}

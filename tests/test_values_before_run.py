@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from hpcbench.lifecycle import run
 from hpcbench.runtime.budget import MAX_RUN_S, check_run_time
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import run
 from mpitools import ROOT
 
 

@@ -18,16 +18,16 @@ from pathlib import Path
 def main() -> None:
     outdir = Path(sys.argv[1])
     sys.argv = ["hpcbench.fl", *sys.argv[2:]]
-    from hpcbench.runtime import lifecycle
+    from hpcbench.lifecycle import exit as process_exit
 
-    c_exit = lifecycle._c_exit
+    c_exit = process_exit._c_exit
 
     def record_then_exit(status: int) -> None:
         rank = os.environ.get("PMI_RANK", "0")
         (outdir / f"rank{rank}.txt").write_text("torch" if "torch" in sys.modules else "no torch")
         c_exit(status)
 
-    lifecycle._c_exit = record_then_exit
+    process_exit._c_exit = record_then_exit
     runpy.run_module("hpcbench.fl", run_name="__main__")
 
 

@@ -5,7 +5,7 @@ and Horovod, and ``--overlap``), ``hpcbench.bench.compress`` (compressed
 allreduce on modelled links, and the ``--convergence`` check) and
 ``hpcbench.bench.fl_scaling`` (throughput and scaling of the federated
 emulation), ``hpcbench.bench.costmodel`` (allreduce over the link model
-against the alpha-beta model). Each is a :class:`hpcbench.runtime.lifecycle.Job`. Core packages
+against the alpha-beta model). Each is a :class:`hpcbench.lifecycle.Job`. Core packages
 (``collectives``, ``compress``, ``runtime``, ``results``, ``traces``) never
 import from here.
 """

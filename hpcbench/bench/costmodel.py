@@ -29,10 +29,11 @@ import time
 
 import numpy as np
 
-from hpcbench.runtime.config import parse_finite
 from hpcbench.bench.costmodel_declaration import COSTMODEL
+from hpcbench.lifecycle import Job
+from hpcbench.runtime.config import parse_finite
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, fault_point
+from hpcbench.runtime.faults import fault_point
 
 __all__ = ["CostModelJob", "COLUMNS", "main"]
 
@@ -257,7 +258,7 @@ def _timed(f) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (``hpcbench costmodel``): the shared lifecycle with :class:`CostModelJob`."""
-    from hpcbench.runtime.lifecycle import main as run_main
+    from hpcbench.lifecycle import main as run_main
 
     return run_main("hpcbench.bench.costmodel:CostModelJob", argv)
 

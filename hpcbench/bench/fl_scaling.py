@@ -60,8 +60,9 @@ from pathlib import Path
 
 import numpy as np
 
+from hpcbench.lifecycle import Job
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, fault_point
+from hpcbench.runtime.faults import fault_point
 
 __all__ = ["FLScalingJob", "main"]
 
@@ -116,8 +117,8 @@ def _check_job_flags(argv: list[str]) -> None:
         What the job itself would exit 2 on, naming the flag.
     """
     from hpcbench.fl.config import FLConfig
+    from hpcbench.lifecycle import RankParser, UsageError
     from hpcbench.runtime.config import add_config_arguments, config_overrides, load_config
-    from hpcbench.runtime.lifecycle import RankParser, UsageError
 
     parser = RankParser(prog="hpcbench fl (launched by fl-bench)")
     parser.add_argument("--fedscale-conf", default=None)
@@ -396,7 +397,7 @@ def _print_flower(rows: list, flower_runs: list, args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (``hpcbench fl-bench``): the shared lifecycle with :class:`FLScalingJob`."""
-    from hpcbench.runtime.lifecycle import main as run_main
+    from hpcbench.lifecycle import main as run_main
 
     return run_main(FLScalingJob, argv)
 

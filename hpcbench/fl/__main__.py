@@ -6,7 +6,7 @@ the defaults run: the digits job of ``jobs/configs/digits.yaml``. ``--help``
 lists every config key with its default and meaning; ``--fedscale-conf
 conf.yml`` reads a FedScale job file (docs/fl.md).
 Exit status: 0 on success, 2 on bad input (nothing written), 1 on any other
-failure on any rank (every rank ends; see :mod:`hpcbench.runtime.lifecycle`).
+failure on any rank (every rank ends; see :mod:`hpcbench.lifecycle`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the shared lifecycle with :class:`hpcbench.fl.job.FLJob`."""
-    from hpcbench.runtime.lifecycle import main as run_main
+    from hpcbench.lifecycle import main as run_main
 
     return run_main("hpcbench.fl.job:FLJob", argv)
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from hpcbench.fl.declaration import FL
 from hpcbench.fl.setup import Setup, prepare
+from hpcbench.lifecycle import Job
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job
 
 __all__ = ["InputError", "Setup", "prepare", "FLJob", "build_rounds"]
 
@@ -43,7 +43,7 @@ class FLJob(Job):
 
     Rank 0 aggregates, the other ranks execute emulated clients; rank 0
     writes the HDF5 file named by ``cfg.output`` only after every input has
-    been checked on every rank (see :mod:`hpcbench.runtime.lifecycle`).
+    been checked on every rank (see :mod:`hpcbench.lifecycle`).
     """
 
     prog = "hpcbench fl"
@@ -90,7 +90,7 @@ class FLJob(Job):
                               f"above as docs/fl.md lists, e.g. num_participants -> participants)") from None
         self.source = source
         self._check_trace_files()
-        from hpcbench.runtime.lifecycle import format_output_path
+        from hpcbench.runtime.output_names import format_output_path
 
         format_output_path(self.cfg.checkpoint, {"output": "x.h5", "job_name": self.cfg.job_name}, "checkpoint")
         self.resume_path = None
@@ -182,7 +182,7 @@ class FLJob(Job):
     def outputs(self, results):
         if not self.cfg.checkpoint_interval:
             return ()
-        from hpcbench.runtime.lifecycle import format_output_path
+        from hpcbench.runtime.output_names import format_output_path
         from hpcbench.runtime.outputs import Output
         from hpcbench.runtime.paths import same_file
 
@@ -278,12 +278,12 @@ def build_rounds(cfg, setup: Setup, comm, checkpoint_path=None, resume: dict | N
     object
         The ``ROUND_DRIVERS[cfg.mode]`` driver; ``run(recorder)`` runs the job.
     """
+    from hpcbench.fl.config import fl_settings
     from hpcbench.fl.engines import ENGINES
     from hpcbench.fl.executors.pool import ExecutorPool
     from hpcbench.fl.rounds import ROUND_DRIVERS
     from hpcbench.fl.rounds.codecs import LinkCodecs
     from hpcbench.fl.rounds.parts import RoundParts
-    from hpcbench.fl.config import fl_settings
 
     settings = fl_settings(cfg)
     driver = ROUND_DRIVERS[settings.rounds.mode].load()

@@ -15,7 +15,7 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the shared lifecycle with :class:`hpcbench.pipeline.job.PipelineJob`."""
-    from hpcbench.runtime.lifecycle import main as run_main
+    from hpcbench.lifecycle import main as run_main
 
     return run_main("hpcbench.pipeline.job:PipelineJob", argv)
 

@@ -29,8 +29,9 @@ import sys
 
 import numpy as np
 
+from hpcbench.lifecycle import Job
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, fault_point
+from hpcbench.runtime.faults import fault_point
 
 __all__ = ["AllocationBenchJob", "COLUMNS", "build_instance", "main"]
 
@@ -245,7 +246,7 @@ class AllocationBenchJob(Job):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the shared lifecycle with :class:`AllocationBenchJob`."""
-    from hpcbench.runtime.lifecycle import main as run_main
+    from hpcbench.lifecycle import main as run_main
 
     return run_main("hpcbench.pipeline.bench:AllocationBenchJob", argv)
 

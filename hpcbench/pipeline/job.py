@@ -8,9 +8,10 @@ import sys
 
 import numpy as np
 
+from hpcbench.lifecycle import Job
 from hpcbench.pipeline.declaration import PIPELINE
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, fault_point
+from hpcbench.runtime.faults import fault_point
 from hpcbench.runtime.texttable import fmt
 
 __all__ = ["PipelineJob"]

@@ -169,7 +169,7 @@ def finite_float(text: str) -> float:
     """:func:`parse_finite` as an ``argparse`` type: the type of every ``type=float`` flag.
 
     The lifecycle's parser registers it for ``float``
-    (:class:`~hpcbench.runtime.lifecycle.RankParser`), so no runner's flag
+    (:class:`~hpcbench.lifecycle.parser.RankParser`), so no runner's flag
     takes ``inf`` or ``nan``.
 
     Raises

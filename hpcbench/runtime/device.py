@@ -141,9 +141,9 @@ def select_device(comm, requested: str, key: str = "device", needed: bool = True
     ------
     InputError
         As :func:`pick_device`, on every rank when any rank raised it
-        (:func:`hpcbench.runtime.lifecycle.agree`).
+        (:func:`hpcbench.runtime.agreement.agree`).
     """
-    from hpcbench.runtime.lifecycle import agree
+    from hpcbench.runtime.agreement import agree
 
     local_rank, local_size = (0, 1) if comm is None else node_local(comm)
     dev, error = Device("cpu", None, local_rank, local_size, 0), None

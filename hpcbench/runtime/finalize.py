@@ -2,7 +2,7 @@
 
 A program ends MPI in one of two ways here: Python's shutdown (mpi4py
 finalizes after Python's ``atexit`` handlers have run), or
-:func:`hpcbench.runtime.lifecycle.exit_process`, which calls ``MPI.Finalize``
+:func:`hpcbench.lifecycle.exit.exit_process`, which calls ``MPI.Finalize``
 itself and leaves through the C library's ``exit`` without running Python's
 handlers. Functions given to :func:`before_finalize` run once, on whichever
 comes first: e.g. freeing persistent MPI requests, which MPICH otherwise

@@ -1,7 +1,7 @@
 """Refuse a job whose configured sizes cannot fit in its nodes' memory, before anything is allocated.
 
 A runner estimates, from its config alone, the bytes one rank will hold at
-its peak (:meth:`hpcbench.runtime.lifecycle.Job.memory_need`: model
+its peak (:meth:`hpcbench.lifecycle.job.Job.memory_need`: model
 parameters, gradients, activations, message buffers). The lifecycle sums the
 estimates of the ranks sharing a node and compares the sum with the memory
 the node has available (``psutil.virtual_memory().available``); a job that

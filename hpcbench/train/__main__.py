@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the shared lifecycle with :class:`hpcbench.train.job.TrainJob`."""
-    from hpcbench.runtime.lifecycle import main as run_main
+    from hpcbench.lifecycle import main as run_main
 
     return run_main("hpcbench.train.job:TrainJob", argv)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import sys
 
-from hpcbench.train.declaration import TRAIN
+from hpcbench.lifecycle import Job
+from hpcbench.runtime.agreement import agree
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, agree
+from hpcbench.train.declaration import TRAIN
 
 __all__ = ["TrainJob"]
 
@@ -91,8 +92,8 @@ class TrainJob(Job):
         from hpcbench.runtime.heap import trim_heap
         from hpcbench.runtime.wait import sleep_bcast
         from hpcbench.train.synchronisation.buckets import BucketPlan
-        from hpcbench.train.workloads.models import MODELS
         from hpcbench.train.synchronisation.priority import bucket_need_times
+        from hpcbench.train.workloads.models import MODELS
 
         cfg, comm = self.cfg, self.comm
         self.dilation = TimeDilation(cfg.time_dilation)
@@ -176,8 +177,8 @@ class TrainJob(Job):
     def _profile(self, batch: int | None = None):
         """Rank 0 times ``profile_steps`` steps of the model alone at per-worker ``batch`` (default batch_size)."""
         from hpcbench.runtime.devicetime import DeviceClock
-        from hpcbench.train.workloads.models import build_model
         from hpcbench.train.steps.profile import profile_compute
+        from hpcbench.train.workloads.models import build_model
 
         cfg, data = self.cfg, self.data
         sizes = (batch or cfg.batch_size,) * self.comm.size
@@ -305,9 +306,9 @@ class TrainJob(Job):
 
     # -- run -----------------------------------------------------------------------------------------
     def run(self, results) -> int:
-        from hpcbench.train.steps.hooks import FaultHook, Progress
         from hpcbench.train.reporting.report import Report
         from hpcbench.train.reporting.tables import make_tables
+        from hpcbench.train.steps.hooks import FaultHook, Progress
 
         cfg, comm, setup = self.cfg, self.comm, self.setup
         monitor_columns = self.cfg.monitor_columns()

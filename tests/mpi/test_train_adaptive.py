@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hpcbench.lifecycle import run
 from hpcbench.policies import PolicyContext, Telemetry
 from hpcbench.policies.gns_batch import GnsBatch
 from hpcbench.results import read_table
-from hpcbench.runtime.lifecycle import run
 from hpcbench.train.job import TrainJob
 
 BASE = ["--model", "digits_mlp", "--warmup", "0", "--iterations", "2", "--batches_per_iter", "3", "--lr", "0.1",

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from hpcbench.lifecycle import run
 from hpcbench.results import read_table
-from hpcbench.runtime.lifecycle import run
 from hpcbench.train.job import TrainJob
 
 #: 12 samples per step: an equal split over 1, 2, 3 or 4 workers

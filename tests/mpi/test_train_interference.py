@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from hpcbench.lifecycle import run
 from hpcbench.policies import POLICIES, Policy
 from hpcbench.results import read_table
-from hpcbench.runtime.lifecycle import run
-from hpcbench.train.job import TrainJob
 from hpcbench.train.adaptation.policyhook import PolicyHook
+from hpcbench.train.job import TrainJob
 
 SLOW_FROM, FACTOR, RATE = 3, 4.0, 10e6      # the star over 19.2 kB of gradients: 15 ms per copy
 BASE = ["--model", "digits_mlp", "--warmup", "1", "--iterations", "2", "--batches_per_iter", "3", "--lr", "0.1",

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from hpcbench import monitors
+from hpcbench.lifecycle import run
 from hpcbench.monitors import Monitor
 from hpcbench.results import read_attrs, read_table
-from hpcbench.runtime.lifecycle import run
 from hpcbench.train.job import TrainJob
 
 

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
+from hpcbench.lifecycle import run
 from hpcbench.policies import Decision, Policy, PolicyError, Vote
 from hpcbench.results import read_table
-from hpcbench.runtime.lifecycle import run
-from hpcbench.train.job import TrainJob
 from hpcbench.train.adaptation.policyhook import PolicyHook
+from hpcbench.train.job import TrainJob
 
 BASE = ["--model", "digits_mlp", "--warmup", "1", "--iterations", "2", "--batches_per_iter", "3", "--lr", "0.1",
         "--bucket_mb", "0.002", "--progress", "false", "--profile_steps", "1"]

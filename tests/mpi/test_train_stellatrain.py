@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
+from hpcbench.lifecycle import run
 from hpcbench.results import read_table
 from hpcbench.results.chrome_trace import validate
-from hpcbench.runtime.lifecycle import run
-from hpcbench.train.reporting import telemetryhook
 from hpcbench.train.job import TrainJob
+from hpcbench.train.reporting import telemetryhook
 
 ARGS = ["--model", "digits_mlp", "--warmup", "0", "--iterations", "2", "--batches_per_iter", "9", "--lr", "0.05",
         "--bucket_mb", "0.01", "--progress", "false", "--profile_steps", "1", "--batch_size", "8",

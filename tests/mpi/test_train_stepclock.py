@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from hpcbench.collectives.linkcost import predict_allreduce_links
+from hpcbench.lifecycle import run
 from hpcbench.results import read_attrs, read_table
-from hpcbench.runtime.lifecycle import run
 from hpcbench.train.job import TrainJob
 
 ALPHA, RATE = 1e-4, 1e8         # 100 us, 100 Mbit/s: 8e-8 s per byte

@@ -99,7 +99,7 @@ class NCCLBackend(Backend):
         if local_size > visible_gpus():
             error = (f"nccl: {local_size} ranks share {visible_gpus()} GPU(s) on one host; NCCL refuses two ranks "
                      f"on one GPU; skipping")
-        from hpcbench.runtime.lifecycle import agree
+        from hpcbench.runtime.agreement import agree
 
         error = agree(comm, error)
         if error:

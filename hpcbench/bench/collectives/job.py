@@ -7,11 +7,12 @@ import re
 
 import numpy as np
 
-from hpcbench.bench.collectives.declaration import COLLECTIVES
 from hpcbench.bench.collectives.backends import BASELINES, OPS, REDOPS, Custom, custom_algorithms, make_buffers
+from hpcbench.bench.collectives.declaration import COLLECTIVES
 from hpcbench.bench.collectives.reference import DTYPES, ITEMSIZE, count_wrong, reference
+from hpcbench.lifecycle import Job, job_arguments
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, fault_point, job_arguments
+from hpcbench.runtime.faults import fault_point
 
 __all__ = ["CollectivesJob", "parse_size"]
 

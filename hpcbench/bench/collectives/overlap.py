@@ -126,7 +126,7 @@ def run_overlap(args, comm, sizes: list[int], link, link_text: str, progress: st
 
     import hpcbench.collectives as hc
     from hpcbench.results import Column
-    from hpcbench.runtime.lifecycle import fault_point
+    from hpcbench.runtime.faults import fault_point
     from hpcbench.runtime.timing import max_over_ranks, min_over_ranks, timed
 
     rank = comm.rank

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from hpcbench.runtime.lifecycle import entry
+from hpcbench.lifecycle import entry
 
 __all__ = ["main"]
 

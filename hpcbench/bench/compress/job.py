@@ -29,8 +29,9 @@ import math
 import os
 
 from hpcbench.bench.compress.declaration import COMPRESS
+from hpcbench.lifecycle import Job, job_arguments
 from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.lifecycle import Job, fault_point, job_arguments
+from hpcbench.runtime.faults import fault_point
 from hpcbench.runtime.texttable import fmt
 
 __all__ = ["CompressJob"]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcbench.fl.rounds.summary import Summary
-from hpcbench.runtime.lifecycle import fault_point
+from hpcbench.runtime.faults import fault_point
 
 if TYPE_CHECKING:
     from hpcbench.fl.clock import VirtualClock

@@ -23,7 +23,7 @@ from hpcbench.fl.executors.block import ResultBlock
 from hpcbench.fl.executors.pool import assign_clients
 from hpcbench.fl.rounds.parts import RoundParts, finish, restore, run_executor
 from hpcbench.fl.rounds.summary import Summary
-from hpcbench.runtime.lifecycle import fault_point
+from hpcbench.runtime.faults import fault_point
 
 __all__ = ["SynchronousRounds"]
 

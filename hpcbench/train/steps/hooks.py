@@ -62,14 +62,14 @@ class Hook:
 
 
 class FaultHook(Hook):
-    """``--fault-inject RANK:STEP:MODE``'s point: :func:`hpcbench.runtime.lifecycle.fault_point` before each step,
+    """``--fault-inject RANK:STEP:MODE``'s point: :func:`hpcbench.runtime.faults.fault_point` before each step,
     numbered over the whole job from 1 (one instance serves every run of the job)."""
 
     def __init__(self) -> None:
         self.steps_done = 0
 
     def before_step(self, ctx) -> None:
-        from hpcbench.runtime.lifecycle import fault_point
+        from hpcbench.runtime.faults import fault_point
 
         self.steps_done += 1
         fault_point(self.steps_done)
