@@ -307,6 +307,7 @@ BAD_INPUTS = {
 def test_bad_input_exit_2_no_output(case, tmp_path):
     make_args, needles = BAD_INPUTS[case]
     outdir = tmp_path / "out"
+    outdir.mkdir()      # a valid output, so that each case fails on its own input (the outputs are checked first)
     out = outdir / "fl.h5"
     proc = run_mpi(2, ["-m", "hpcbench.fl", *make_args(tmp_path), "--progress", "false", "--output", str(out)],
                    timeout=120)
@@ -315,7 +316,7 @@ def test_bad_input_exit_2_no_output(case, tmp_path):
         assert needle in proc.stderr, f"{needle!r} not in stderr:\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
     assert not out.exists()
-    assert not outdir.exists() or not any(outdir.iterdir())
+    assert not any(outdir.iterdir()), sorted(p.name for p in outdir.iterdir())
 
 
 # --------------------------------------------------------------------------------- SIGKILL
