@@ -27,9 +27,11 @@ def test_shakespeare_reader_reads_the_bundled_text_and_its_codes(tmp_path):
     plain = tmp_path / "t.txt"
     plain.write_text("to be", encoding="utf-8")
     assert read_text(plain) == "to be"
+    from hpcbench.runtime.bounded import InputFileError
+
     try:
         read_text(tmp_path / "missing.txt")
-    except FileNotFoundError as exc:
-        assert "missing.txt" in str(exc)
+    except InputFileError as exc:       # an input error (exit 2) naming the key and the file
+        assert "missing.txt" in str(exc) and "dataset.path" in str(exc)
     else:
         raise AssertionError("a missing file was read")

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcbench.collectives import algorithms as _alg
+from hpcbench.collectives.algorithms._shapes import (star_bcast_cost, star_reduce_cost, tree_bcast_cost,
+                                                     tree_reduce_cost)
 from hpcbench.collectives.cost import predict_allreduce
 
 __all__ = ["predict_allreduce_links", "fastest_allreduce", "allreduce_options", "HostLinks",

@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpcbench.runtime.outputs import Output, check_outputs, claim_outputs
 
     try:   # one session per folder: a second one on the same --out is refused before it touches anything
+        _check_out(out)
         folder = Output("--out", out, folder=True, may_exist=True)
         check_outputs([folder], overwrite=False)
         claimed = claim_outputs([folder])
@@ -130,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
         return 2
     try:
-        _check_out(out)
         return _reproduce(args, argv, manifest, plans[args.tier], out)
     except InputError as exc:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
@@ -138,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:       # a second Ctrl-C while the report was written
         print("hpcbench reproduce: interrupted", file=sys.stderr)
         return INTERRUPTED
-
     finally:
         claimed.release()
 

@@ -265,6 +265,26 @@ def check_input_file(path: str | os.PathLike, key: str, kind: str, what: str | N
     return p
 
 
+_CHUNK = 1 << 20
+
+
+def _read_at_most(fh, n: int) -> bytes:
+    """At most ``n`` bytes of ``fh``, read 1 MiB at a time.
+
+    ``fh.read(n)`` would allocate a buffer of ``n`` bytes up front (1 GiB
+    for a trace's bound) whatever the file's size; reading in chunks keeps
+    the memory at the size of what is there.
+    """
+    parts, got = [], 0
+    while got < n:
+        chunk = fh.read(min(_CHUNK, n - got))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
 def read_input(path: str | os.PathLike, key: str, kind: str, what: str | None = None, *,
                gunzip: bool | None = None) -> bytes:
     """The bytes of input file ``path``, read only if it is a regular file within the bound of ``kind``.
@@ -308,12 +328,12 @@ def read_input(path: str | os.PathLike, key: str, kind: str, what: str | None = 
             _check_stat(os.fstat(fh.fileno()), p, key, what, limit)
             if gunzip if gunzip is not None else p.suffix == ".gz":
                 with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-                    data = gz.read(limit + 1)
+                    data = _read_at_most(gz, limit + 1)
                 if len(data) > limit:
                     raise InputFileError(key, what, p, f"decompresses to more than the bound of "
                                                        f"{byte_size(limit)} for a {what}")
                 return data
-            data = fh.read(limit + 1)
+            data = _read_at_most(fh, limit + 1)
     except (OSError, EOFError, zlib.error) as exc:
         detail = getattr(exc, "strerror", None) or exc
         raise InputFileError(key, what, p, f"cannot be read: {detail}") from None
