@@ -10,6 +10,8 @@ from typing import Callable, Iterator, TypeVar
 import h5py
 import numpy as np
 
+from hpcbench.runtime.errors import InputError
+
 __all__ = ["read_table", "read_attrs", "open_file", "read_consistent", "table_units", "checked"]
 
 T = TypeVar("T")
@@ -118,6 +120,8 @@ def read_consistent(path, read: Callable[[h5py.File], T], attempts: int = 5, pau
         try:
             with open_file(path) as h5:
                 return read(h5)
+        except InputError:          # not a regular file within its bound: no retry can change that
+            raise
         except (OSError, KeyError, ValueError, RuntimeError):
             if attempt == attempts - 1:
                 raise
