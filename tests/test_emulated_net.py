@@ -18,6 +18,7 @@ from hpcbench.runtime.emulated_net import EmulatedNetwork, LinkSpec, parse_link
 from hpcbench.runtime.emulated_net_command import parse_hosts
 from hpcbench.runtime.emulated_ssh import network_prefix
 from hpcbench.runtime.units import parse_duration, parse_rate
+from hosttools import leftovers, network_or_skip
 from mpitools import ROOT
 
 
@@ -79,22 +80,6 @@ def test_command_and_launcher_refuse_bad_input():
 
 # ---- as root: the network itself -------------------------------------------------------------------------------
 
-def network_or_skip() -> None:
-    """Skip where an emulated network cannot be made (not root, no network namespaces, no iproute2)."""
-    why = emulated_net.unavailable_reason()
-    if why:
-        pytest.skip(f"emulated network unavailable: {why}")
-
-
-def _ours(tag: str) -> list[str]:
-    """Namespaces and interfaces whose names carry ``tag`` (a process id)."""
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    names += [line.split(":")[1].strip().split("@")[0]
-              for line in subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-              .splitlines()]
-    return [n for n in names if n.startswith((f"hpcb{tag}", f"hb{tag}"))]
-
-
 def test_network_is_made_shaped_and_removed():
     network_or_skip()
     with EmulatedNetwork(["node0", "node1"], "rate=200mbit") as net:
@@ -109,10 +94,10 @@ def test_network_is_made_shaped_and_removed():
                                  emulated_net.INTERFACE], capture_output=True, text=True).stdout
         port = subprocess.run(["tc", "qdisc", "show", "dev", net.port("node0")], capture_output=True, text=True).stdout
         assert net.shaper in inside and net.shaper in port and "200Mbit" in inside + port
-        assert _ours(f"{os.getpid()}")
+        assert leftovers(os.getpid())
         counters = net.counters()
         assert set(counters["node0"]) == {"tx_bytes", "rx_bytes", "tx_packets", "rx_packets"}
-    assert not _ours(f"{os.getpid()}")
+    assert not leftovers(os.getpid())
     with pytest.raises(RuntimeError, match="not up"):
         net.env()
 
@@ -124,12 +109,12 @@ def test_a_killed_makers_network_is_removed_by_the_next_one():
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout.readline().strip() == "UP"
-        assert _ours(str(proc.pid))
+        assert leftovers(proc.pid)
     finally:
         proc.kill()
         proc.wait()
     removed = emulated_net.remove_stale()
-    assert any(str(proc.pid) in name for name in removed) and not _ours(str(proc.pid))
+    assert any(str(proc.pid) in name for name in removed) and not leftovers(proc.pid)
 
 
 def test_command_removes_the_network_when_terminated():
@@ -138,13 +123,13 @@ def test_command_removes_the_network_when_terminated():
                              "--", "sleep", "60"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert "emulated network" in proc.stderr.readline()
-        assert _ours(str(proc.pid))
+        assert leftovers(proc.pid)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert not _ours(str(proc.pid))
+    assert not leftovers(proc.pid)
 
 
 def test_a_delay_needs_netem():
@@ -155,3 +140,13 @@ def test_a_delay_needs_netem():
     else:
         with pytest.raises(emulated_net.LinkUnsupported, match="netem"):
             EmulatedNetwork(["node0"], "delay=1ms").__enter__()
+
+
+def test_a_jobs_network_is_removed_whatever_its_end():
+    """``run_mpi(link=...)``: a job that fails, and one ended at its time limit, leave no network behind."""
+    network_or_skip()
+    proc = launch.run_mpi(2, ["-c", "import sys; sys.exit(3)"], timeout=120, hosts=(1, 1), link="")
+    assert proc.returncode != 0 and not leftovers(os.getpid())
+    with pytest.raises(launch.LaunchTimeout):
+        launch.run_mpi(2, ["-c", "import time; time.sleep(60)"], timeout=8, hosts=(1, 1), link="rate=1gbit")
+    assert not leftovers(os.getpid())

@@ -343,6 +343,7 @@ class EmulatedNetwork:
             self._created.append(("netns", ns))
             _run("ip", "link", "add", port, "mtu", mtu, "type", "veth", "peer", "name", INTERFACE, "mtu", mtu,
                  "netns", ns)
+            self._created.append(("link", port))  # deleted first: a namespace's own devices go asynchronously
             _run("ip", "link", "set", port, "master", self.bridge, "up")
             _run("ip", "-n", ns, "addr", "add", f"{self.addresses[host]}/{subnet.prefixlen}", "dev", INTERFACE)
             _run("ip", "-n", ns, "link", "set", INTERFACE, "up")
@@ -394,7 +395,7 @@ class EmulatedNetwork:
         _run("tc", "qdisc", "replace", "dev", port, "root", *tbf)
 
     def close(self) -> None:
-        """Remove the namespaces (and with them the veth pairs), the bridge and the files; idempotent."""
+        """Remove the veth pairs, the namespaces, the bridge and the files; idempotent."""
         for kind, name in reversed(self._created):
             if kind == "netns":
                 _run("ip", "netns", "delete", name, check=False)
