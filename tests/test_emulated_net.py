@@ -113,8 +113,8 @@ def test_a_killed_makers_network_is_removed_by_the_next_one():
     finally:
         proc.kill()
         proc.wait()
-    removed = emulated_net.remove_stale()
-    assert any(str(proc.pid) in name for name in removed) and not leftovers(proc.pid)
+    emulated_net.remove_stale()           # (another process making a network may have done it first)
+    assert not leftovers(proc.pid)
 
 
 def test_command_removes_the_network_when_terminated():
