@@ -7,8 +7,10 @@ seconds.
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -60,18 +62,40 @@ def test_collectives_benchmark_on_two_hosts_lists_both_and_checks_every_algorith
 
 def test_link_model_between_hosts_charges_only_messages_across(tmp_path):
     """costmodel --link-scope between_hosts at 2x2, 1 Gbit/s: 4 MB takes at least the modelled inter-host
-    time of each algorithm (the two-level prediction is a lower bound: the intra-host part is taken as free)."""
+    time of each algorithm (the two-level prediction is a lower bound: the intra-host part is taken as free).
+    The host's ranks share its modelled link: hierarchical's two owners per host cross at once, so its
+    inter-host phase takes at least 2 (ranks per host) x what one owner's messages take on a link of its own."""
     out = tmp_path / "cm.h5"
-    proc = run_on_hosts((2, 2), ["-m", "hpcbench.bench.costmodel", "--links", "1Gbit", "--alphas", "0",
+    proc = run_on_hosts((2, 2), ["-m", "hpcbench.bench.costmodel", "--links", "100Mbit", "--alphas", "0",
                                  "--sizes-mb", "4", "--algorithms", "hierarchical,ring", "--link-scope",
                                  "between_hosts", "--reps", "1", "--gamma", "0", "--output", str(out)], timeout=300)
     _ok(proc)
     rows = read_table(out, "results")
     assert list(rows["hosts"]) == ["2+2", "2+2"] and set(rows["scope"]) == {"between_hosts"}
     pred = dict(zip(rows["algorithm"], rows["predicted"]))
-    assert pred["hierarchical"] == pytest.approx(2 * 0.5 * 2e6 * 8e-9)       # 2 x (G-1)/G x m/L at 8 ns/B
-    assert pred["ring"] == pytest.approx(2 * 3 / 4 * 4e6 * 8e-9, rel=0.01)
+    one_link = 2 * 0.5 * 2e6 * 80e-9                # 2 x (G-1)/G x m/L at 80 ns/B: one owner alone on a card
+    assert pred["hierarchical"] == pytest.approx(2 * one_link)       # L = 2 owners share the card
+    assert pred["ring"] == pytest.approx(2 * 3 / 4 * 4e6 * 80e-9, rel=0.01)
     assert np.all(rows["measured"] >= 0.95 * rows["predicted"])
+    measured = dict(zip(rows["algorithm"], rows["measured"]))
+    assert measured["hierarchical"] >= 0.95 * 2 * one_link
+
+
+@pytest.mark.parametrize("layout", ["2x2", "3+1"])
+def test_link_model_between_hosts_serialises_a_hosts_senders(layout):
+    """Every rank of the first host sends 1 MB across at once over the modelled 100 Mbit/s link: the host's
+    card sends them one after the other, so the modelled completions (stamps, not wall times) lie at least
+    one transfer apart and the last is at least (senders) x one transfer after the first one's start."""
+    proc = run_on_hosts(LAYOUTS[layout], [str(Path(__file__).parent / "cardprobe.py"), str(10 ** 6)], timeout=240)
+    _ok(proc)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("CARDPROBE ")]
+    assert len(lines) == 1, proc.stdout
+    rows = json.loads(lines[0].split(" ", 1)[1])
+    assert len(rows) == LAYOUTS[layout][0]
+    tx = rows[0]["tx"]
+    done = sorted(r["ready_at"] for r in rows)
+    assert all(b - a >= tx * (1 - 1e-9) for a, b in zip(done, done[1:])), (done, tx)
+    assert done[-1] - (done[0] - tx) >= len(rows) * tx * (1 - 1e-9)
 
 
 # ------------------------------------------------------------------ FL: executors per node, same bits

@@ -33,7 +33,8 @@ every other         the registered model at ``max_r beta_r``: in ring, Rabenseif
 Two link levels, inside a host and between hosts (:class:`HostLinks`,
 :func:`predict_allreduce_hosts`), price the host-aware algorithms
 (``hierarchical``, ``binary_tree_star``) phase by phase at the level each
-phase runs on; :meth:`HostLinks.betas` gives the per-rank view the
+phase runs on, a host's ranks sharing its one link to the other hosts
+(messages its ranks send across at once take turns on it); :meth:`HostLinks.betas` gives the per-rank view the
 policies take (the slow links are the ones between hosts).
 """
 
@@ -169,7 +170,8 @@ class HostLinks:
     intra_alpha_s, intra_beta : float
         Latency (s) and seconds per byte of a message between two ranks of one host.
     inter_alpha_s, inter_beta : float
-        The same between ranks of different hosts (``link_beta(1e9)`` for 1 Gbit/s).
+        The same between ranks of different hosts (``link_beta(1e9)`` for 1 Gbit/s): the link of a *host*
+        (its network card), shared by its ranks (:func:`predict_allreduce_hosts`).
     """
 
     ranks_per_host: tuple
@@ -200,6 +202,10 @@ class HostLinks:
         return np.full(self.ranks, max(b, self.intra_beta))
 
 
+#: algorithms whose steps send across hosts from at most one rank per host (contiguous hosts)
+_ONE_CROSSING_PER_HOST = frozenset({"ring"})
+
+
 def _tree_star_hosts(nbytes: int, links: HostLinks, gamma: float) -> float:
     local, hosts = max(links.ranks_per_host), len(links.ranks_per_host)
     a_i, b_i, a_e, b_e = links.intra_alpha_s, links.intra_beta, links.inter_alpha_s, links.inter_beta
@@ -210,17 +216,34 @@ def _tree_star_hosts(nbytes: int, links: HostLinks, gamma: float) -> float:
 def predict_allreduce_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma_s_per_byte: float = 0.0) -> float:
     """Predicted seconds of one allreduce of ``nbytes`` per rank over two link levels.
 
+    A host's ranks share one link to the other hosts (its network card):
+    messages that several ranks of a host send across at the same time take
+    turns on it, so a phase in which ``k`` ranks of a host each send ``b``
+    bytes across costs ``k b beta_inter``, not ``b beta_inter``. Per
+    algorithm, from how it sends (``L`` the largest host's ranks):
+
     ==================  ==============================================================
     hierarchical        reduce-scatter and allgather inside the hosts at the intra
-                        link, the shards' allreduce at the inter link
+                        link, the shards' allreduce at the inter link; the ``S``
+                        shard owners of a host (``S`` the smallest host's ranks)
+                        cross at once, so the card carries ``S`` times one
+                        owner's bytes: ``2 (a_e + (G-1)/G m b_e)``
                         (:func:`~hpcbench.collectives.algorithms.hierarchical.hierarchical_levels_cost`)
     binary_tree_star    the stars inside the hosts at the intra link, the tree over
-                        the host leaders at the inter link
-    every other         the registered model at the slower level's link (latency and
-                        bandwidth): with more than one host some message of every
-                        step of the ring, Rabenseifner and recursive doubling crosses
-                        hosts and the step waits for it (exact for the ring with
-                        contiguous hosts; an upper bound for tree and star)
+                        the host leaders at the inter link: one rank per host
+                        crosses, the card is not shared
+    ring                the registered model at the slower level's link: hosts hold
+                        contiguous ranks, so in every step only the last rank of
+                        each host sends across (one crossing per card) and the step
+                        waits for it; exact
+    every other         the registered model at the slower level's latency and
+                        ``L`` times its seconds per byte: in star's reduce the
+                        members of a host send to the root at once; in recursive
+                        doubling, Rabenseifner, tree and weighted_shards a step can
+                        pair every rank of a host with a rank of another host, so up
+                        to ``L`` ranks share the card; an upper bound (steps with
+                        fewer crossings, or inside a host, are priced as if ``L``
+                        shared it)
     ==================  ==============================================================
 
     Parameters
@@ -249,8 +272,8 @@ def predict_allreduce_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma
     --------
     >>> from hpcbench.collectives.cost import link_beta
     >>> two = HostLinks((2, 2), 0.0, 0.0, 0.0, link_beta(1e9))      # free inside, 1 Gbit/s between
-    >>> round(predict_allreduce_hosts("hierarchical", 10**6, two) * 1e3, 6)   # 2 x 1/2 x 0.5 MB at 8 ns/B
-    4.0
+    >>> round(predict_allreduce_hosts("hierarchical", 10**6, two) * 1e3, 6)   # 2 x 1/2 x (2 x 0.5 MB) at 8 ns/B
+    8.0
     >>> round(predict_allreduce_hosts("ring", 10**6, two) * 1e3, 6)           # 2 x 3/4 x 1 MB at 8 ns/B
     12.0
     """
@@ -275,6 +298,8 @@ def predict_allreduce_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma
     several = len(links.ranks_per_host) > 1
     alpha = max(links.intra_alpha_s, links.inter_alpha_s) if several else links.intra_alpha_s
     beta = max(links.intra_beta, links.inter_beta) if several else links.intra_beta
+    if several and algorithm not in _ONE_CROSSING_PER_HOST:
+        beta = max(links.intra_beta, max(links.ranks_per_host) * links.inter_beta)
     return predict_allreduce(algorithm, int(nbytes), p, alpha, beta, gamma_s_per_byte)
 
 

@@ -18,6 +18,15 @@ completes at ``link_free``. All ranks of one host share ``CLOCK_MONOTONIC``,
 so stamps compare across ranks (the model assumes a single host). Incoming
 links and switch contention are not modelled. Waiting sleeps.
 
+With ``scope="between_hosts"`` the modelled link is the *host's* link to the
+other hosts (its network card), shared by the ranks of the host: one
+``link_free`` per host, kept in an MPI shared-memory window of the host's
+ranks and updated under the window's exclusive lock, so the messages that
+several ranks of a host send across at once leave one after the other, as
+a network card sends them (the two-level model of
+:func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`). With
+``scope="all"`` every rank has a link of its own, as above.
+
 ``beta`` is constant or follows a :class:`BandwidthReplay` (e.g. one MobiPerf
 speed test read by :func:`hpcbench.traces.load_mobiperf`, kbit/s samples
 replayed one per ``interval_s``, looping), with the trace clock starting when
@@ -381,12 +390,14 @@ class LinkTransport(Transport):
         Injected slow links; the entries of this rank apply from the step
         :meth:`at_step` last named (none before the first call).
     scope : {"all", "between_hosts"}, default "all"
-        Which messages take the modelled time: every one, or only those
-        between ranks on different hosts (the two-level model: messages
-        inside a host go through MPI as they are, shared memory; a rank's
-        inter-host link is its own, the host's ranks do not share one).
-        ``between_hosts`` gathers the host names (collective, at
-        construction).
+        Which messages take the modelled time: every one, each rank with a
+        link of its own, or only those between ranks on different hosts (the
+        two-level model: messages inside a host go through MPI as they are,
+        shared memory; the ranks of a host share its one modelled link to the
+        other hosts, a shared-memory window holding when it is free next).
+        ``between_hosts`` gathers the host names and, on hosts of several
+        ranks, allocates that window (collective, at construction; freed by
+        :meth:`free`).
     dilation : hpcbench.runtime.dilation.TimeDilation, optional
         Time dilation ``d`` (default none, ``d = 1``): the modelled latency
         and transfer time last ``d`` times longer in wall time (a message
@@ -417,10 +428,13 @@ class LinkTransport(Transport):
         self.scope = scope
         #: ranks whose messages to and from this rank are not modelled (same host, scope between_hosts)
         self.unmodelled: frozenset[int] = frozenset()
+        #: the host's shared link (scope between_hosts, a host of several ranks): window, its one double
+        self._card_win, self._card = None, None
         if scope == "between_hosts":
             from hpcbench.runtime.hosts import gather_hostnames
             names = gather_hostnames(comm)
             self.unmodelled = frozenset(r for r, h in enumerate(names) if h == names[comm.rank])
+            self._share_card(comm, sorted(set(names)).index(names[comm.rank]))
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")
         if dilation is None:
@@ -439,6 +453,51 @@ class LinkTransport(Transport):
         self.slow = tuple(slow)
         self.slowdown = 1.0
 
+    def _share_card(self, comm: MPI.Comm, host: int) -> None:
+        """One ``link_free`` for the ranks of host number ``host`` (collective over ``comm``)."""
+        local = comm.Split(host, comm.rank)
+        try:
+            if local.size > 1:
+                try:
+                    win = MPI.Win.Allocate_shared(8 if local.rank == 0 else 0, 8, comm=local)
+                except MPI.Exception as exc:
+                    raise RuntimeError(f"scope 'between_hosts': the ranks of host {host} cannot share memory "
+                                       f"for their common link ({exc})") from exc
+                buf, _ = win.Shared_query(0)
+                self._card = np.ndarray((1,), dtype=np.float64, buffer=buf)
+                if local.rank == 0:
+                    win.Lock(0, MPI.LOCK_EXCLUSIVE)
+                    self._card[0] = 0.0
+                    win.Sync()
+                    win.Unlock(0)
+                local.Barrier()
+                self._card_win = win
+        finally:
+            local.Free()
+
+    def _take_link(self, nbytes: int) -> tuple[float, float, float]:
+        """Reserve the link for ``nbytes`` from now or when it is free: ``(depart, tx, wall_tx)``, ``tx`` the
+        modelled (undilated) transfer seconds; the host's shared link under its lock where there is one."""
+        win = self._card_win
+        if win is None:
+            depart = max(time.monotonic(), self.link_free)
+            tx = self.transfer_time(nbytes, depart)
+            wall_tx = self.dilation.to_wall(tx)
+            self.link_free = depart + wall_tx
+            return depart, tx, wall_tx
+        win.Lock(0, MPI.LOCK_EXCLUSIVE)
+        try:
+            win.Sync()
+            depart = max(time.monotonic(), float(self._card[0]))
+            tx = self.transfer_time(nbytes, depart)
+            wall_tx = self.dilation.to_wall(tx)
+            self._card[0] = depart + wall_tx
+            win.Sync()
+        finally:
+            win.Unlock(0)
+        self.link_free = depart + wall_tx
+        return depart, tx, wall_tx
+
     def at_step(self, step: int) -> None:
         """The runner is about to run step ``step``: the slow links' factor for this rank from now on."""
         self.slowdown = slowdown_at(self.slow, self.comm.rank, step) if self.slow else 1.0
@@ -454,11 +513,7 @@ class LinkTransport(Transport):
     def isend(self, buf: np.ndarray, dest: int, tag: int) -> P2PRequest:
         if dest in self.unmodelled:
             return super().isend(buf, dest, tag)
-        now = time.monotonic()
-        depart = max(now, self.link_free)
-        tx = self.transfer_time(buf.nbytes, depart)
-        wall_tx = self.dilation.to_wall(tx)
-        self.link_free = depart + wall_tx
+        depart, tx, wall_tx = self._take_link(buf.nbytes)
         self.modelled_busy_s += tx
         first = depart + self.dilation.to_wall(self.alpha)
         header = np.array([first + wall_tx, first], dtype=np.float64)     # arrival, first byte's
@@ -501,7 +556,10 @@ class LinkTransport(Transport):
         return self.trace.mean_rate(to(start - self.t0), to(end - self.t0)) / self.slowdown
 
     def free(self) -> None:
-        """Free the duplicated header communicator (collective)."""
+        """Free the duplicated header communicator and the host's shared-link window (collective)."""
+        if self._card_win is not None:
+            self._card, win, self._card_win = None, self._card_win, None
+            win.Free()
         if self._hdr_comm != MPI.COMM_NULL:
             self._hdr_comm.Free()
 

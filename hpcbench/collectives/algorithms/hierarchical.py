@@ -6,7 +6,10 @@ the buffer among themselves (shared memory), so each holds the host's sum of
 one shard; the ranks holding the same shard on different hosts allreduce it
 across hosts (the network), each sending ``(G-1)/G`` of a shard instead of
 the whole buffer; then each host allgathers its shards. Per rank only
-``m / L`` bytes cross the slow inter-host links (``L`` ranks per host).
+``m / L`` bytes cross the slow inter-host links (``L`` ranks per host); the
+``L`` ranks of a host send them at the same time through the host's one
+network card, which so carries ``2 (G-1)/G m`` per allreduce
+(:func:`hierarchical_levels_cost`).
 
 Ranks are grouped by host (or in contiguous blocks of ``local_size``). The
 buffer is cut into ``S`` shards, ``S`` the smallest group's size, and the
@@ -137,22 +140,35 @@ def hierarchical_allreduce(tr, tag, src, dst, red, ctx, local_size=None, **_):
 
 
 def hierarchical_levels_cost(nbytes, ranks_per_host, alpha_intra, beta_intra, alpha_inter, beta_inter,
-                             gamma=0.0):
+                             gamma=0.0, *, shared_card=True):
     """Seconds of :func:`hierarchical_allreduce` over two link levels.
 
     With ``m`` bytes, ``G`` hosts, ``S`` shards (the smallest host's ranks),
-    ``L`` the largest host's ranks, and each rank's outgoing link sending its
-    messages one after the other (latencies overlap, as in
+    ``L`` the largest host's ranks, each rank's link inside a host sending its
+    messages one after the other, and each *host's* link to the others (its
+    network card) shared by its ranks, sending the messages of all of them
+    one after the other (latencies overlap, as in
     :mod:`~hpcbench.collectives.linkmodel`):
 
     * reduce-scatter inside: a rank sends ``S - 1`` shards (``S`` when it
       owns none): ``a_i + S' m/S b_i``, ``S' = S - 1`` or ``S`` where
       ``L > S``; the owner reduces ``L - 1`` shards: ``(L-1) m/S gamma``;
     * across hosts: a reduce-scatter and an allgather of a shard among
-      ``G`` ranks, each sending ``(G-1)`` pieces of ``m/(S G)``:
-      ``2 (a_e + (G-1)/G m/S b_e) + (G-1)/G m/S gamma``;
+      ``G`` ranks, each sending ``(G-1)`` pieces of ``m/(S G)``. The ``S``
+      shard owners of a host do this *at the same time* (every host has
+      ``S`` owners), so the host's card carries ``S`` ranks' pieces, ``S``
+      times the bytes of one rank: ``2 (a_e + S (G-1)/G m/S b_e)
+      = 2 (a_e + (G-1)/G m b_e)``, plus ``(G-1)/G m/S gamma`` for the
+      reduction (each owner reduces its own shard, in parallel). With one
+      owner per host (``S = 1``: a host of one rank, as 3+1 or 4x1) only
+      that rank crosses and the term is the per-rank one;
     * allgather inside: an owner sends its shard to ``L - 1`` ranks:
       ``a_i + (L-1) m/S b_i``.
+
+    A rank's own link, as if the ``S`` owners had a card each, would give
+    ``(G-1)/G m/S b_e`` per phase: ``S`` times too little. Measured over a
+    shaped link at 2x2 emulated hosts (``docs/measured/hierarchical-netem.json``)
+    the per-rank form was 2.7x below the time at 4 MiB and 100 Mbit/s.
 
     Parameters
     ----------
@@ -164,6 +180,26 @@ def hierarchical_levels_cost(nbytes, ranks_per_host, alpha_intra, beta_intra, al
         Latency (s) and seconds per byte inside a host and between hosts.
     gamma : float
         Reduction seconds per byte.
+    shared_card : bool
+        True (the two-level model): a host's ranks share its link to the other
+        hosts, as above. False: every rank has a link of its own (the one-level
+        model, :func:`hierarchical_cost`, where every message takes its
+        sender's own link): the inter term is ``2 (a_e + (G-1)/G m/S b_e)``.
+
+    Returns
+    -------
+    float
+        Seconds; 0 for one rank or an empty buffer.
+
+    Examples
+    --------
+    >>> b = 8e-9                                          # 1 Gbit/s between hosts, free inside
+    >>> round(hierarchical_levels_cost(10**6, (2, 2), 0, 0, 0, b) * 1e3, 6)       # 2 x 1/2 x 1 MB
+    8.0
+    >>> round(hierarchical_levels_cost(10**6, (2, 2), 0, 0, 0, b, shared_card=False) * 1e3, 6)
+    4.0
+    >>> round(hierarchical_levels_cost(10**6, (3, 1), 0, 0, 0, b) * 1e3, 6)       # one owner per host
+    8.0
     """
     sizes = [int(k) for k in ranks_per_host]
     p = sum(sizes)
@@ -178,14 +214,16 @@ def hierarchical_levels_cost(nbytes, ranks_per_host, alpha_intra, beta_intra, al
         t += alpha_intra + (most - 1) * shard * beta_intra
     if nhosts > 1:
         frac = (nhosts - 1) / nhosts
-        t += 2 * (alpha_inter + frac * shard * beta_inter) + frac * shard * gamma
+        # the host's S owners send across at once through the host's one card: S x one owner's bytes
+        senders = nshards if shared_card else 1
+        t += 2 * (alpha_inter + senders * frac * shard * beta_inter) + frac * shard * gamma
     return t
 
 
 @register_cost("hierarchical")
 def hierarchical_cost(nbytes, p, alpha, beta, gamma=0.0, local_size=None):
-    """:func:`hierarchical_levels_cost` with every link alike and hosts of ``local_size`` ranks
-    (``None``: one host of ``p``)."""
+    """:func:`hierarchical_levels_cost` with every link alike, one per rank (``shared_card=False``), and hosts of
+    ``local_size`` ranks (``None``: one host of ``p``)."""
     size = p if local_size is None else min(int(local_size), p)
     sizes = [size] * (p // size) + ([p % size] if p % size else [])
-    return hierarchical_levels_cost(nbytes, sizes, alpha, beta, alpha, beta, gamma)
+    return hierarchical_levels_cost(nbytes, sizes, alpha, beta, alpha, beta, gamma, shared_card=False)
