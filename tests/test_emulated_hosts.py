@@ -3,16 +3,20 @@ two-level cost model and ``auto`` across hosts."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from hpcbench.collectives import choose_algorithm
+from hpcbench.collectives.algorithms._shapes import tree_bcast_cost, tree_reduce_cost
+from hpcbench.collectives.algorithms.hierarchical import hierarchical_levels_cost
 from hpcbench.collectives.cost import link_beta, predict_allreduce
 from hpcbench.collectives.linkcost import HostLinks, fastest_allreduce_hosts, predict_allreduce_hosts
 from hpcbench.runtime import launch
 from hpcbench.runtime.emulated_hosts import hosts_argument, launcher_path, mpiexec_arguments
 from hpcbench.runtime.emulated_ssh import split_ssh_arguments
+from mpitools import ROOT
 
 
 @pytest.mark.parametrize("argv, host, command", [
@@ -48,14 +52,17 @@ def test_two_level_model_prices_each_phase_on_its_link():
     inter = link_beta(1e9)
     links = HostLinks((2, 2), 0.0, 0.0, 0.0, inter)
     m = 10 ** 6
-    assert predict_allreduce_hosts("hierarchical", m, links) == pytest.approx(2 * 0.5 * (m / 2) * inter)
+    # the 2 shard owners of a host cross at once through its one card: 2 x (m/2 per owner)
+    assert predict_allreduce_hosts("hierarchical", m, links) == pytest.approx(2 * 0.5 * 2 * (m / 2) * inter)
     # the ring waits for a message across hosts at every step: the registered model at the slow link
     assert predict_allreduce_hosts("ring", m, links) == pytest.approx(predict_allreduce("ring", m, 4, 0.0, inter))
-    # every link alike: the registered single-level models with hosts of local_size ranks
+    # every link alike: the registered single-level models with hosts of local_size ranks, where one rank
+    # per host crosses; hierarchical's second owner per host adds one owner's inter-host bytes (2 x 1/2 x m/2)
     same = HostLinks((2, 2), 1e-5, 1e-9, 1e-5, 1e-9)
-    for alg in ("hierarchical", "binary_tree_star"):
-        assert predict_allreduce_hosts(alg, m, same) == pytest.approx(
-            predict_allreduce(alg, m, 4, 1e-5, 1e-9, local_size=2))
+    assert predict_allreduce_hosts("binary_tree_star", m, same) == pytest.approx(
+        predict_allreduce("binary_tree_star", m, 4, 1e-5, 1e-9, local_size=2))
+    assert predict_allreduce_hosts("hierarchical", m, same) == pytest.approx(
+        predict_allreduce("hierarchical", m, 4, 1e-5, 1e-9, local_size=2) + 2 * 0.5 * (m / 2) * 1e-9)
     best, times = fastest_allreduce_hosts(["ring", "binary_tree_star", "hierarchical"], [m], links)
     assert best == "hierarchical" and times["hierarchical"] < times["ring"]
     # one host: the inter-host link is never used
@@ -66,6 +73,58 @@ def test_two_level_model_prices_each_phase_on_its_link():
 def test_hierarchical_uneven_hosts_use_the_smallest_hosts_shards():
     links = HostLinks((3, 1), 0.0, 0.0, 0.0, 1e-9)
     assert predict_allreduce_hosts("hierarchical", 1000, links) == pytest.approx(2 * 0.5 * 1000 * 1e-9)
+
+
+@pytest.mark.parametrize("layout, senders", [((2, 2), 2), ((3, 1), 1), ((1, 1, 1, 1), 1), ((4, 4), 4)])
+def test_shared_card_multiplies_the_concurrent_inter_host_phase(layout, senders):
+    """hierarchical's inter-host phase with a host's card shared by its S = min(layout) shard owners: S x the
+    bytes one owner sends across, 2 (a_e + S (G-1)/G m/S b_e); 2x2: 2 owners per host, 3+1 and 4x1: one."""
+    m, a_e, b_e = 8 * 10 ** 6, 3e-5, 8e-8
+    links = HostLinks(layout, 0.0, 0.0, a_e, b_e)
+    hosts, shard = len(layout), m / min(layout)
+    one = 2 * (a_e + (hosts - 1) / hosts * shard * b_e)                 # one owner alone on the card
+    both = 2 * (a_e + senders * (hosts - 1) / hosts * shard * b_e)
+    assert predict_allreduce_hosts("hierarchical", m, links) == pytest.approx(both)
+    assert hierarchical_levels_cost(m, layout, 0.0, 0.0, a_e, b_e, shared_card=False) == pytest.approx(one)
+    # the card carries 2 (G-1)/G m whatever the layout
+    assert predict_allreduce_hosts("hierarchical", m, HostLinks(layout, 0, 0, 0, b_e)) == pytest.approx(
+        2 * (hosts - 1) / hosts * m * b_e)
+
+
+@pytest.mark.parametrize("layout", [(2, 2), (3, 1), (1, 1, 1, 1)])
+def test_other_algorithms_on_a_shared_card(layout):
+    """ring: one crossing per host per step, priced at the inter link as it is; binary_tree_star: one leader per
+    host crosses; the rest (several ranks of a host may cross at once): L x the inter seconds per byte."""
+    m, b_e = 10 ** 6, 8e-9
+    links = HostLinks(layout, 0.0, 0.0, 0.0, b_e)
+    p, most = sum(layout), max(layout)
+    assert predict_allreduce_hosts("ring", m, links) == pytest.approx(predict_allreduce("ring", m, p, 0.0, b_e))
+    tree = tree_reduce_cost(m, len(layout), 0.0, b_e) + tree_bcast_cost(m, len(layout), 0.0, b_e)  # over the leaders
+    assert predict_allreduce_hosts("binary_tree_star", m, links) == pytest.approx(tree)
+    for alg in ("star", "tree", "recursive_doubling", "rabenseifner"):
+        assert predict_allreduce_hosts(alg, m, links) == pytest.approx(
+            predict_allreduce(alg, m, p, 0.0, most * b_e)), alg
+
+
+def test_shared_card_against_the_measured_netem_sweep():
+    """docs/measured/hierarchical-netem.json (2x2 emulated hosts, tbf at 100 Mbit/s): the shared-card
+    prediction of hierarchical is the file's predicted_host_link_shared_s and has at most 0.55 x the
+    measured/predicted ratio of the per-rank-link one at every size; ring and binary_tree_star keep their predictions (one crossing per host)."""
+    rows = json.loads((ROOT / "docs" / "measured" / "hierarchical-netem.json").read_text())["rows"]
+    links = HostLinks((2, 2), 0.0, 0.0, 5e-5, link_beta(1e8))
+    seen = 0
+    for r in rows:
+        if r["link"] != "100mbit" or r["algorithm"] == "mpi":
+            continue
+        new = predict_allreduce_hosts(r["algorithm"], r["size"], links)
+        if r["algorithm"] == "hierarchical":
+            seen += 1
+            assert new == pytest.approx(r["predicted_host_link_shared_s"])
+            assert r["time_s"] / new <= 0.55 * r["measured_over_predicted"]
+            assert r["time_s"] >= new                       # the model stays a lower bound of the measured time
+        else:
+            assert new == pytest.approx(r["predicted_s"])
+    assert seen == 4
 
 
 @pytest.mark.parametrize("bad", [dict(ranks_per_host=()), dict(ranks_per_host=(2, 0)), dict(inter_beta=-1.0),
