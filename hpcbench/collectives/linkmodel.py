@@ -409,7 +409,7 @@ class LinkTransport(Transport):
         inside a host go through MPI as they are, shared memory; a rank's
         inter-host link is its own, the host's ranks do not share one).
         ``between_hosts`` gathers the host names (collective, at
-        construction).
+        construction) and sets :attr:`ranks_per_host`.
     dilation : hpcbench.runtime.dilation.TimeDilation, optional
         Time dilation ``d`` (default none, ``d = 1``): the modelled latency
         and transfer time last ``d`` times longer in wall time (a message
@@ -422,7 +422,16 @@ class LinkTransport(Transport):
     Attributes
     ----------
     bytes_sent, messages_sent : int
-        Payload bytes and messages charged to the link.
+        Payload bytes and messages sent (over the link or, with ``scope``
+        ``between_hosts``, inside the host).
+    link_bytes_sent : int
+        Payload bytes charged to the modelled link (``bytes_sent`` with
+        ``scope`` ``all``; those to other hosts with ``between_hosts``).
+    ranks_per_host : tuple of int
+        With ``scope`` ``between_hosts``: the ranks of each host, hosts in
+        the order of their lowest rank (the grouping of
+        :func:`hpcbench.runtime.hosts.group_ranks`, the one the
+        ``hierarchical`` allreduce takes); ``()`` with ``all``.
     header_bytes_sent : int
         Bytes of arrival-stamp headers (not charged).
     modelled_busy_s : float
@@ -440,10 +449,12 @@ class LinkTransport(Transport):
         self.scope = scope
         #: ranks whose messages to and from this rank are not modelled (same host, scope between_hosts)
         self.unmodelled: frozenset[int] = frozenset()
+        self.ranks_per_host: tuple = ()
         if scope == "between_hosts":
-            from hpcbench.runtime.hosts import gather_hostnames
+            from hpcbench.runtime.hosts import gather_hostnames, group_ranks
             names = gather_hostnames(comm)
             self.unmodelled = frozenset(r for r, h in enumerate(names) if h == names[comm.rank])
+            self.ranks_per_host = tuple(len(g) for g in group_ranks(names))
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")
         if dilation is None:
@@ -458,6 +469,7 @@ class LinkTransport(Transport):
         self.t0 = float(comm.bcast(time.monotonic(), root=0))
         self.link_free = 0.0
         self.header_bytes_sent = 0
+        self.link_bytes_sent = 0
         self.modelled_busy_s = 0.0
         self.slow = tuple(slow)
         self.slowdown = 1.0
@@ -490,6 +502,7 @@ class LinkTransport(Transport):
         rh = self._hdr_comm.Isend([header, MPI.DOUBLE], dest=dest, tag=tag)
         rb = self.comm.Isend(_mpi_buffer(buf), dest=dest, tag=tag)
         self.bytes_sent += buf.nbytes
+        self.link_bytes_sent += buf.nbytes
         self.messages_sent += 1
         self.header_bytes_sent += header.nbytes
         return LinkRequest([rh, rb], buf.nbytes, None, depart + wall_tx, keep=(header, buf))

@@ -246,7 +246,8 @@ class TrainJob(Job):
                 raise InputError(f"link.trace_index: {link.trace_index}: {exc}") from None
             self.beta = math.nan   # time-varying: no single alpha-beta prediction
         slow = [SlowLink(e.rank, e.from_step, e.factor) for e in link.slow]
-        return LinkTransport(comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation, slow=slow)
+        return LinkTransport(comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation, slow=slow,
+                             scope=link.scope)
 
     # -- output --------------------------------------------------------------------------------------
     def output(self):
@@ -263,7 +264,8 @@ class TrainJob(Job):
                 else f"MobiPerf WAN levels scaled to a mean of {link.wan_mean}, {link.trace_interval_s:g} s each"
                 if link.wan_mean is not None else link.bandwidth)
         slow = "".join(f", rank {e.rank} x{e.factor:g} slower from step {e.from_step}" for e in link.slow)
-        return f"modelled: latency {link.latency_s * 1e6:g} us, bandwidth {rate}{slow}"
+        scope = ", between hosts only (shared memory inside a host)" if link.scope == "between_hosts" else ""
+        return f"modelled: latency {link.latency_s * 1e6:g} us, bandwidth {rate}{slow}{scope}"
 
     def provenance(self) -> dict:
         cfg, prof = self.cfg, self.profile
