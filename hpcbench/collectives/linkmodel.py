@@ -35,7 +35,11 @@ a receiver's bound on the arrival (its own link's peak rate) stays a bound.
 headers are bookkeeping, counted apart in ``header_bytes_sent`` and not
 charged to the link. With a traffic meter (``transport.meter``, see
 :class:`~hpcbench.collectives.transport.Transport`) a send is metered over
-``[depart, link_free]`` and a receive over ``[depart + alpha, arrival]``.
+``[depart, link_free]`` and a receive over ``[depart + alpha, arrival]``;
+with ``scope="between_hosts"`` a message inside the host is metered with
+no time on the wire (its bytes count, it says nothing of the link's rate:
+the delivered-bandwidth reading, :class:`~hpcbench.telemetry.DeliveryMeter`,
+is then the link between hosts alone).
 """
 
 from __future__ import annotations
@@ -508,8 +512,15 @@ class LinkTransport(Transport):
         return LinkRequest([rh, rb], buf.nbytes, None, depart + wall_tx, keep=(header, buf))
 
     def irecv(self, buf: np.ndarray, source: int, tag: int) -> P2PRequest:
-        if source in self.unmodelled:
-            return super().irecv(buf, source, tag)
+        if source in self.unmodelled:       # inside the host: no time on the modelled link
+            done = None
+            if self.meter is not None:
+                meter = self.meter
+
+                def done(n):
+                    now = time.monotonic()
+                    meter.received(n, now, now)
+            return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes, done)
         header = np.empty(2, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)
