@@ -3,6 +3,8 @@ config (link.slow)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -186,6 +188,17 @@ def test_config_errors():
     cfg = load_config(None, {"model": "digits_mlp", "link.kind": "model",
                              "link.slow": "[{rank: 1, from_step: 4, factor: 3}]", "policies": "[interference]"})
     assert cfg.link.slow[0].factor == 3.0 and cfg.policies[0].threshold == 0.8
+    assert cfg.link.scope == "all"
+    with pytest.raises(ConfigError, match=r"link\.scope.*'nearby'"):
+        load_config(None, {"model": "digits_mlp", "link.kind": "model", "link.scope": "nearby"})
+    with pytest.raises(ConfigError, match="scope: 'between_hosts'.*give kind: model"):
+        load_config(None, {"model": "digits_mlp", "link.scope": "between_hosts"})
+    assert load_config(None, {"model": "digits_mlp", "link.kind": "model",
+                              "link.scope": "between_hosts"}).link.scope == "between_hosts"
+    from hpcbench.pipeline.config import load_config as pipeline_config
+
+    with pytest.raises(ConfigError, match="link.scope: 'between_hosts'.*training runner's"):
+        pipeline_config(Path(__file__).resolve().parent.parent / "jobs/configs/pipeline-quick.yaml", {"link.kind": "model", "link.scope": "between_hosts"})
 
 
 @pytest.mark.mpi
