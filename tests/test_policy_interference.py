@@ -233,8 +233,11 @@ def test_two_hosts_priced_by_the_two_level_model():
                algorithms=algs, allreduce_time=predict_allreduce_links)
     hosts = PolicyContext(**one, ranks_per_host=(2, 2), allreduce_time_hosts=between_hosts_time)
     want, times = fastest_allreduce_hosts(algs, [m], HostLinks((2, 2), 0.0, 0.0, alpha, 64e-9))
-    want_one, _ = fastest_allreduce(algs, [m], alpha, betas)
+    want_one, times_one = fastest_allreduce(algs, [m], alpha, betas)
     assert (want, want_one) == ("hierarchical", "weighted_shards")
+    # docs/adaptive.md's numbers: 2 x 10 us + m/2 x 64 ns/B; the ring 2 (p-1)/p m at 64 ns/B; rank 1 owning nothing
+    assert (times["hierarchical"], times["ring"], times_one["weighted_shards"]) == \
+        pytest.approx((0.03202, 0.09606, 0.07202))
     decided = {}
     for label, ctx in (("hosts", hosts), ("one", PolicyContext(**one))):
         p = _policy(latency_s=alpha)
