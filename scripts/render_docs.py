@@ -27,8 +27,9 @@ paragraphs that state a measurement-like number (a decimal followed by
 ``x``, ``%`` or a unit of time, rate or bandwidth: ``1.53x``, ``37.7 s``,
 ``3.2 GB/s``) and carry no label: no commit named in the paragraph, no link
 to ``docs/measured/``, no ``measured:``/``not measured:`` comment right
-before it, and no labelled table or generated block earlier in its section
-(prose that quotes a table shares its label). The prose list is a report,
+before it, and no labelled table or generated block right after it (the
+table it introduces) or earlier in its section (prose that quotes a table
+shares its label). The prose list is a report,
 not part of ``--check``: settings and targets (``0.174 s`` of emulated
 compute, a spin bound of ``0.5 ms``) read like measurements to a pattern.
 
@@ -58,7 +59,7 @@ FILE_BUDGET_BYTES = 512 * 2 ** 10
 
 _BLOCK = re.compile(r"(<!-- generated: ([A-Za-z0-9_.-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
 _LABEL = re.compile(r"<!-- measured: .*commit [0-9a-f]{7,40}.*; (no file: .+|file: docs/measured/\S+.*)-->")
-_TABLE_ROW = re.compile(r"^\|.*\|\s*$")
+_TABLE_ROW = re.compile(r"^ {0,3}\|.*\|\s*$")         # a table, also one indented in a list item
 _NUMBER = re.compile(r"(?<![\w.])\d+\.\d+")        # a decimal: what a measurement prints
 _CODE = re.compile(r"`[^`]*`")
 #: a number as a measurement prints it in prose: a decimal with x, % or a unit of time, rate or bandwidth
@@ -225,8 +226,9 @@ def audit_prose(root: Path) -> list[str]:
 
     A paragraph is a run of non-blank lines outside code fences, tables, headings and indented code.
     It is labelled when it names a commit or links ``docs/measured/``, when a ``<!-- measured: -->`` or
-    ``<!-- not measured: -->`` comment stands right before it, or when a labelled table or generated
-    block comes earlier in the same section (under the same heading).
+    ``<!-- not measured: -->`` comment stands right before it, when it introduces a labelled table or
+    generated block (the next thing after it), or when one comes earlier in the same section (under
+    the same heading).
     """
     unlabelled = []
     for doc in _docs(root):
@@ -236,23 +238,27 @@ def audit_prose(root: Path) -> list[str]:
         i = 0
         while i < len(lines):
             line = lines[i]
+            stripped = line.lstrip()
             if line.startswith("#"):
                 section_label = comment = False
-            elif line.startswith(("<!-- measured:", "<!-- generated:", "<!-- not measured:")):
+            elif stripped.startswith(("<!-- measured:", "<!-- generated:", "<!-- not measured:")):
                 comment = True
-                if not line.startswith("<!-- not measured:"):
+                if not stripped.startswith("<!-- not measured:"):
                     section_label = True
-            if not line.strip() or line.startswith(("#", "|", "    ", "<!--")):
-                if line.strip() and not line.startswith("<!--"):
+            if not stripped or line.startswith(("#", "    ")) or stripped.startswith("<!--") or _TABLE_ROW.match(line):
+                if stripped and not stripped.startswith("<!--"):
                     comment = False
                 i += 1
                 continue
             j = i
-            while j < len(lines) and lines[j].strip() and not lines[j].startswith(("|", "#", "<!--")):
+            while j < len(lines) and lines[j].strip() and not (lines[j].startswith("#") or _TABLE_ROW.match(lines[j])
+                                                               or lines[j].lstrip().startswith("<!--")):
                 j += 1
             paragraph = " ".join(lines[i:j])
             numbers = _PROSE_NUMBER.findall(_CODE.sub("", paragraph))
-            if numbers and not (comment or section_label or "measured/" in paragraph
+            after = next((lines[k].lstrip() for k in range(j, len(lines)) if lines[k].strip()), "")
+            introduces = after.startswith(("<!-- measured:", "<!-- generated:"))
+            if numbers and not (comment or section_label or introduces or "measured/" in paragraph
                                 or _PROSE_COMMIT.search(paragraph)):
                 unlabelled.append(f"{doc.relative_to(root)}:{i + 1}: {', '.join(numbers[:4])}"
                                   f"{' ...' if len(numbers) > 4 else ''}")
