@@ -67,6 +67,7 @@ _PROSE_NUMBER = re.compile(r"(?<![\w.])\d+\.\d+(?:x\b| ?(?:ms|µs|us|s|GB/s|MB/s
 #: a commit named in prose: ``commit 1659205``, ``at 3f9eff0`` (hex with a letter and a digit)
 _PROSE_COMMIT = re.compile(r"\bcommit [0-9a-f]{7,40}\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 _FENCE = re.compile(r"```.*?```", re.S)
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 
 
 class RenderError(Exception):
@@ -228,7 +229,7 @@ def audit_prose(root: Path) -> list[str]:
     It is labelled when it names a commit or links ``docs/measured/``, when a ``<!-- measured: -->`` or
     ``<!-- not measured: -->`` comment stands right before it, when it introduces a labelled table or
     generated block (the next thing after it), or when one comes earlier in the same section (under
-    the same heading).
+    the same heading), as does a paragraph naming a commit and a date (it labels the readings after it).
     """
     unlabelled = []
     for doc in _docs(root):
@@ -258,10 +259,12 @@ def audit_prose(root: Path) -> list[str]:
             numbers = _PROSE_NUMBER.findall(_CODE.sub("", paragraph))
             after = next((lines[k].lstrip() for k in range(j, len(lines)) if lines[k].strip()), "")
             introduces = after.startswith(("<!-- measured:", "<!-- generated:"))
-            if numbers and not (comment or section_label or introduces or "measured/" in paragraph
-                                or _PROSE_COMMIT.search(paragraph)):
+            named = _PROSE_COMMIT.search(paragraph)
+            if numbers and not (comment or section_label or introduces or "measured/" in paragraph or named):
                 unlabelled.append(f"{doc.relative_to(root)}:{i + 1}: {', '.join(numbers[:4])}"
                                   f"{' ...' if len(numbers) > 4 else ''}")
+            if named and _DATE.search(paragraph):
+                section_label = True          # a paragraph naming commit and date labels the readings after it
             comment = False
             i = j
     return unlabelled

@@ -120,7 +120,8 @@ def test_the_audit_lists_prose_measurements_without_a_label(tmp_path):
         "| a | b |\n|---|---|\n| 1.5 | 2.5 |\n\nThe table's 1.5 ms against 2.5 ms.\n\n"  # shares the table's label
         "## C\n\nAnother section: 0.9x and 3.0 %.\n\n"                    # line 29: a new section, unlabelled
         "Introduces the table: 2.5 s.\n\n<!-- measured: commit 1234567, a 2-core VM, 2026-01-02; no file: typed -->\n"
-        "| a | b |\n|---|---|\n| 1.5 | 2.5 |\n")
+        "| a | b |\n|---|---|\n| 1.5 | 2.5 |\n\n"
+        "## D\n\nThe readings below: commit 3f9eff0, a 2-core VM, 2026-11-29.\n\n- a transfer took 0.33 s.\n")
     proc = _render(root, "--audit")
     assert proc.returncode == 0
     assert "prose paragraphs with measurement-like numbers and no label (a report, not checked): 2" in proc.stdout
