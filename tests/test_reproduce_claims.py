@@ -118,6 +118,15 @@ def test_the_repository_manifest_loads_and_plans_both_tiers(tmp_path):
     assert runners == {"fl", "collectives", "compress", "costmodel", "pipeline", "train"}
 
 
+def test_the_docs_tables_manifest_loads_and_each_figure_has_its_template(tmp_path):
+    """jobs/docs-tables.yaml: one figure per docs table, rendered by docs/templates/FIGURE.md.j2."""
+    manifest = load_manifest(ROOT / "jobs" / "docs-tables.yaml")
+    plan = make_plan(manifest, "full", tmp_path)
+    assert set(plan.figures) == set(manifest.figures) and plan.runs
+    for figure in manifest.figures:
+        assert (ROOT / "docs" / "templates" / f"{figure}.md.j2").is_file(), figure
+
+
 @pytest.mark.parametrize("text, message", [
     ("__import__('os')", "unknown function"),
     ("a.b.c.__class__", "not allowed"),
