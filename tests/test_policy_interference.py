@@ -198,7 +198,8 @@ def test_config_errors():
     from hpcbench.pipeline.config import load_config as pipeline_config
 
     with pytest.raises(ConfigError, match="link.scope: 'between_hosts'.*training runner's"):
-        pipeline_config(Path(__file__).resolve().parent.parent / "jobs/configs/pipeline-quick.yaml", {"link.kind": "model", "link.scope": "between_hosts"})
+        pipeline_config(Path(__file__).resolve().parent.parent / "jobs/configs/pipeline-quick.yaml",
+                        {"link.kind": "model", "link.scope": "between_hosts"})
 
 
 @pytest.mark.mpi
