@@ -490,14 +490,13 @@ class LinkTransport(Transport):
 
     def irecv(self, buf: np.ndarray, source: int, tag: int) -> P2PRequest:
         if source in self.unmodelled:       # inside the host: no time on the modelled link
-            done = None
-            if self.meter is not None:
-                meter = self.meter
+            meter = self.meter
 
-                def done(n):
-                    now = time.monotonic()
-                    meter.received(n, now, now)
-            return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes, done)
+            def arrived(n):
+                now = time.monotonic()
+                meter.received(n, now, now)
+            return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes,
+                              arrived if meter is not None else None)
         header = np.empty(2, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)
