@@ -74,10 +74,12 @@ class ElasticConfig(Strict):
 
 
 class TrainDatasetConfig(Strict):
-    """The data a job trains on, when not its registered model's own (:mod:`hpcbench.train.workloads.datasets`)."""
+    """The data a job trains on (:mod:`hpcbench.train.workloads.datasets`); without a name, the registered
+    model's own."""
 
-    name: str = Field(..., description="digits, shakespeare, fashion_mnist, idx (any folder of IDX files: MNIST, "
-                                       "EMNIST, KMNIST) or a user's package.module:callable (docs/byo.md)")
+    name: Optional[str] = Field(None, description="digits, shakespeare, fashion_mnist, idx (any folder of IDX "
+                                                  "files: MNIST, EMNIST, KMNIST) or a user's package.module:callable "
+                                                  "(docs/byo.md); default: the model's own data")
     path: Optional[str] = Field(None, description="folder of the IDX files (fashion_mnist: default "
                                                   "/usr/share/datasets/fashion-mnist; idx: required)")
     prefix: str = Field("", description="idx: the file-name prefix of one set in a folder of several "
@@ -93,7 +95,7 @@ class TrainDatasetConfig(Strict):
         from hpcbench.datasets.callables import registered_or_callable
         from hpcbench.train.workloads.datasets import DATASETS
 
-        return registered_or_callable(v, DATASETS, "dataset.name")
+        return None if v is None else registered_or_callable(v, DATASETS, "dataset.name")
 
 
 def _monitor_entry(entry) -> tuple[str, dict]:
@@ -128,8 +130,8 @@ class TrainConfig(Strict):
                                                    "(docs/byo.md; needs dataset)")
     model_options: dict[str, Any] = Field({}, description="leaf_cnn: {hidden_dense: 2048}; a callable: free-form "
                                                           "keys for its factory")
-    dataset: Optional[TrainDatasetConfig] = Field(None, description="the data, when not the model's own: "
-                                                                    "{name: fashion_mnist, path: ...} (below)")
+    dataset: TrainDatasetConfig = Field(TrainDatasetConfig(), description="the data, when not the model's own: "
+                                                                           "--dataset.name fashion_mnist (below)")
     image_size: int = Field(224, ge=8, description="synthetic images are image_size x image_size (KungFu: 224)")
     batch_size: int = Field(32, ge=1, description="samples per worker per step")
     lr: float = Field(0.01, gt=0.0, description="SGD learning rate (KungFu: 0.01)")
@@ -275,17 +277,21 @@ class TrainConfig(Strict):
         from hpcbench.train.workloads.datasets import DATASETS
         from hpcbench.train.workloads.models import MODELS
 
-        data = self.dataset.name if self.dataset is not None else None
+        data = self.dataset.name
         if is_callable_name(self.model):
             if data is None:
                 raise ValueError(f"model: {self.model!r} (a package.module:callable) needs a dataset section "
-                                 f"(dataset: {{name: fashion_mnist}}, or your own package.module:callable)")
+                                 f"(dataset.name: fashion_mnist, or your own package.module:callable)")
             return self
         spec = MODELS[self.model]
         unknown = sorted(set(self.model_options) - set(spec.options))
         if unknown:
             raise ValueError(f"model_options: {self.model!r} reads {', '.join(spec.options) or 'no options'}; "
                              f"got {unknown[0]!r}")
+        width = self.model_options.get("hidden_dense", 1)
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"model_options.hidden_dense: {width!r}; expected a positive integer (units of "
+                             f"LEAF's dense layer)")
         if data is not None and data != spec.task:
             if not spec.any_images:
                 raise ValueError(f"dataset.name: {data!r}: model {self.model!r} trains on {spec.task} only (give "
@@ -470,7 +476,7 @@ class TrainConfig(Strict):
         ``shakespeare``, ``fashion_mnist``)."""
         from hpcbench.train.workloads.models import data_name
 
-        return data_name(self.model, self.dataset.name if self.dataset is not None else None)
+        return data_name(self.model, self.dataset.name)
 
     def sync_labels(self) -> list[str]:
         """The entries' labels, in order (the ``sync`` column of the tables)."""

@@ -38,7 +38,7 @@ class TrainJob(Job):
 
         overrides = config_overrides(args)
         self.cfg = cfg = load_config(args.config, overrides)
-        n = train_samples(cfg.model, cfg.dataset.name if cfg.dataset is not None else None)
+        n = train_samples(cfg.model, cfg.dataset.name)
         if cfg.elastic is not None:
             self._check_elastic(cfg.elastic)
         from hpcbench.runtime.bounded import check_input_file
@@ -294,7 +294,7 @@ class TrainJob(Job):
         section = self.cfg.dataset
         if self.task not in ("fashion_mnist", "idx"):
             return ""
-        return (section.path if section is not None and section.path else FASHION_MNIST_DIR)
+        return section.path or FASHION_MNIST_DIR
 
     def _gpu_provenance(self) -> dict:
         """The device's attributes; the profile's device too (rank 0 profiled, or the replayed file's)."""

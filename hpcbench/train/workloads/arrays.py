@@ -51,8 +51,8 @@ def load_arrays(name: str, section, seed: int) -> tuple[np.ndarray, np.ndarray, 
     Parameters
     ----------
     name : str
-    section : hpcbench.train.config.TrainDatasetConfig or None
-        The job's ``dataset`` section (None: Fashion-MNIST from its default folder).
+    section : hpcbench.train.config.TrainDatasetConfig
+        The job's ``dataset`` section (path, prefix, held-out size, a factory's options).
     seed : int
 
     Returns
@@ -69,12 +69,11 @@ def load_arrays(name: str, section, seed: int) -> tuple[np.ndarray, np.ndarray, 
     from hpcbench.datasets.callables import is_callable_name, load_user_arrays
     from hpcbench.datasets.idx import IdxError, load_idx_set
 
-    most = section.max_test_samples if section is not None else 1000
+    most = section.max_test_samples
     if is_callable_name(name):
         a = load_user_arrays(name, "dataset.name", section.model_dump(), seed)
         return (a["x_train"], a["y_train"], *_test_subset(a["x_test"], a["y_test"], most, seed))
-    path = section.path if section is not None and section.path else FASHION_MNIST_DIR if name == "fashion_mnist" \
-        else None
+    path = section.path or (FASHION_MNIST_DIR if name == "fashion_mnist" else None)
     if path is None:
         raise InputError(f"dataset.path: dataset {name!r} needs the folder of its IDX files")
     if not Path(path).is_dir():
@@ -82,7 +81,7 @@ def load_arrays(name: str, section, seed: int) -> tuple[np.ndarray, np.ndarray, 
             if name == "fashion_mnist" else ""
         raise InputError(f"dataset.path {path!r}: no such folder of IDX files{how}")
     try:
-        a = load_idx_set(path, section.prefix if section is not None else "")
+        a = load_idx_set(path, section.prefix)
     except (OSError, IdxError) as exc:
         raise InputError(f"dataset.path {path!r}: {exc}") from None
     return (a["x_train"][:, None], a["y_train"], *_test_subset(a["x_test"][:, None], a["y_test"], most, seed))

@@ -89,7 +89,7 @@ def build_data(task: str, batch: int, image_size: int, seed: int, comm, device: 
     comm : mpi4py.MPI.Comm
     device : str
     dataset : hpcbench.train.config.TrainDatasetConfig, optional
-        The job's ``dataset`` section (path, prefix, held-out size, a factory's options).
+        The job's ``dataset`` section (needed for ``fashion_mnist``, ``idx`` and callables) (path, prefix, held-out size, a factory's options).
 
     Raises
     ------
