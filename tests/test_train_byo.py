@@ -133,17 +133,17 @@ def test_fashion_mnist_arrays():
 @pytest.mark.skipif(not FMNIST, reason=f"Fashion-MNIST not installed at {FASHION_MNIST_DIR} "
                                        f"(apt-get install dataset-fashion-mnist)")
 def test_leaf_cnn_on_fashion_mnist_with_monitors(tmp_path):
-    """Real compute with both of figure 8's monitors: a narrow LEAF CNN learns Fashion-MNIST in 40 steps."""
+    """Real compute with both of figure 8's monitors: a narrow LEAF CNN learns Fashion-MNIST in 16 steps."""
     out = tmp_path / "fm.h5"
     proc = run_mpi(2, ["-m", "hpcbench.train", "--model", "leaf_cnn", "--model_options", "{hidden_dense: 64}",
                        "--dataset.name", "fashion_mnist", "--dataset.max_test_samples", "300", "--batch_size", "16",
-                       "--lr", "0.05", "--warmup", "1", "--iterations", "4", "--batches_per_iter", "10",
+                       "--lr", "0.1", "--warmup", "1", "--iterations", "2", "--batches_per_iter", "8",
                        "--monitors", "[gns, variance]", "--profile_steps", "1", "--progress", "false",
-                       "--output", str(out)], timeout=300)
+                       "--output", str(out)], timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     attrs = read_attrs(out)
     assert attrs["task"] == "fashion_mnist" and attrs["dataset_path"] == FASHION_MNIST_DIR
     assert json.loads(attrs["user_callables"]) == []
-    assert np.nanmax(read_table(out, "iterations")["accuracy"]) > 0.4   # chance is 0.1
+    assert np.nanmax(read_table(out, "iterations")["accuracy"]) > 0.25  # chance is 0.1
     steps = read_table(out, "steps")
     assert np.isfinite(steps["gns_gns_b_simple"]).any() and np.isfinite(steps["variance_grad_variance"]).any()
