@@ -44,7 +44,11 @@ a receiver's bound on the arrival (its own link's peak rate) stays a bound.
 headers are bookkeeping, counted apart in ``header_bytes_sent`` and not
 charged to the link. With a traffic meter (``transport.meter``, see
 :class:`~hpcbench.collectives.transport.Transport`) a send is metered over
-``[depart, link_free]`` and a receive over ``[depart + alpha, arrival]``.
+``[depart, link_free]`` and a receive over ``[depart + alpha, arrival]``;
+with ``scope="between_hosts"`` a message inside the host is metered with
+no time on the wire (its bytes count, it says nothing of the link's rate:
+the delivered-bandwidth reading, :class:`~hpcbench.telemetry.DeliveryMeter`,
+is then the link between hosts alone).
 """
 
 from __future__ import annotations
@@ -397,7 +401,7 @@ class LinkTransport(Transport):
         other hosts, a shared-memory window holding when it is free next).
         ``between_hosts`` gathers the host names and, on hosts of several
         ranks, allocates that window (collective, at construction; freed by
-        :meth:`free`).
+        :meth:`free`), and sets :attr:`ranks_per_host`.
     dilation : hpcbench.runtime.dilation.TimeDilation, optional
         Time dilation ``d`` (default none, ``d = 1``): the modelled latency
         and transfer time last ``d`` times longer in wall time (a message
@@ -410,7 +414,16 @@ class LinkTransport(Transport):
     Attributes
     ----------
     bytes_sent, messages_sent : int
-        Payload bytes and messages charged to the link.
+        Payload bytes and messages sent (over the link or, with ``scope``
+        ``between_hosts``, inside the host).
+    link_bytes_sent : int
+        Payload bytes charged to the modelled link (``bytes_sent`` with
+        ``scope`` ``all``; those to other hosts with ``between_hosts``).
+    ranks_per_host : tuple of int
+        With ``scope`` ``between_hosts``: the ranks of each host, hosts in
+        the order of their lowest rank (the grouping of
+        :func:`hpcbench.runtime.hosts.group_ranks`, the one the
+        ``hierarchical`` allreduce takes); ``()`` with ``all``.
     header_bytes_sent : int
         Bytes of arrival-stamp headers (not charged).
     modelled_busy_s : float
@@ -430,10 +443,12 @@ class LinkTransport(Transport):
         self.unmodelled: frozenset[int] = frozenset()
         #: the host's shared link (scope between_hosts, a host of several ranks): window, its one double
         self._card_win, self._card = None, None
+        self.ranks_per_host: tuple = ()
         if scope == "between_hosts":
-            from hpcbench.runtime.hosts import gather_hostnames
+            from hpcbench.runtime.hosts import gather_hostnames, group_ranks
             names = gather_hostnames(comm)
             self.unmodelled = frozenset(r for r, h in enumerate(names) if h == names[comm.rank])
+            self.ranks_per_host = tuple(len(g) for g in group_ranks(names))
             self._share_card(comm, sorted(set(names)).index(names[comm.rank]))
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")
@@ -449,6 +464,7 @@ class LinkTransport(Transport):
         self.t0 = float(comm.bcast(time.monotonic(), root=0))
         self.link_free = 0.0
         self.header_bytes_sent = 0
+        self.link_bytes_sent = 0
         self.modelled_busy_s = 0.0
         self.slow = tuple(slow)
         self.slowdown = 1.0
@@ -522,13 +538,20 @@ class LinkTransport(Transport):
         rh = self._hdr_comm.Isend([header, MPI.DOUBLE], dest=dest, tag=tag)
         rb = self.comm.Isend(_mpi_buffer(buf), dest=dest, tag=tag)
         self.bytes_sent += buf.nbytes
+        self.link_bytes_sent += buf.nbytes
         self.messages_sent += 1
         self.header_bytes_sent += header.nbytes
         return LinkRequest([rh, rb], buf.nbytes, None, depart + wall_tx, keep=(header, buf))
 
     def irecv(self, buf: np.ndarray, source: int, tag: int) -> P2PRequest:
-        if source in self.unmodelled:
-            return super().irecv(buf, source, tag)
+        if source in self.unmodelled:       # inside the host: no time on the modelled link
+            meter = self.meter
+
+            def arrived(n):
+                now = time.monotonic()
+                meter.received(n, now, now)
+            return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes,
+                              arrived if meter is not None else None)
         header = np.empty(2, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)

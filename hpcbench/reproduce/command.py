@@ -96,9 +96,11 @@ def _listing(manifest, plans: dict) -> list[str]:
 
     lines = []
     for name, fig in manifest.figures.items():
-        if name not in plans["quick"].figures:
+        if name not in plans["quick"].figures and name not in plans["quick"].unavailable:
             continue
         lines += [f"{name}: {fig.title}", f"  mirrors: {fig.paper}", f"  drawn by: {fig.analysis.script}"]
+        if name in plans["quick"].unavailable:
+            lines.append(f"  n/a here: {plans['quick'].unavailable[name]}")
         rows = []
         for job in fig.jobs:
             row = [job.id, job.runner]
@@ -201,7 +203,7 @@ def _check_out(out: Path) -> None:
 
 
 def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
-    from hpcbench.reproduce.claims import HEADER, check_claim, mark_files, table_rows
+    from hpcbench.reproduce.claims import HEADER, ClaimResult, check_claim, mark_files, table_rows
     from hpcbench.reproduce.identity import short
     from hpcbench.reproduce.data import FigureData
     from hpcbench.reproduce.ledger import Ledger
@@ -221,6 +223,8 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
 
         launcher = LocalLauncher(python)
     t0, load0 = time.monotonic(), [round(x, 2) for x in os.getloadavg()]
+    for name, why in plan.unavailable.items():
+        _say(f"figure {name}: n/a ({why})")
     _say(f"hpcbench reproduce: {plan.tier} tier, {len(plan.figures)} figures, {len(plan.runs)} runs "
          f"(expected {_minutes(plan.expected_s)}), launcher {launcher.name}, output {out}, "
          f"load average {' '.join(map(str, load0))}")
@@ -241,6 +245,8 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
     results = [mark_files(check_claim(name, claim, FigureData(plan.runs_of(name)), plan.tier),
                           reused.get(name, {}))
                for name in plan.figures for claim in manifest.figures[name].claims]
+    results += [ClaimResult(name, claim, "n/a", None, "n/a", why)
+                for name, why in plan.unavailable.items() for claim in manifest.figures[name].claims]
     wall = time.monotonic() - t0
     _say("")
     for line in render(HEADER, table_rows(results)):
@@ -259,7 +265,8 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
          f"{sum(r.claim.states is not None for r in results)} stated; "
          + (f"{stale} computed from other code's files (--reuse); " if stale else "")
          + f"runs: {len(failed_runs)} failed or not run; "
-         f"figures: {len(plan.figures) - len(undrawn)} of {len(plan.figures)} drawn; wall time {_minutes(wall)}")
+         f"figures: {len(plan.figures) - len(undrawn)} of {len(plan.figures)} drawn"
+         + (f", {len(plan.unavailable)} n/a" if plan.unavailable else "") + f"; wall time {_minutes(wall)}")
     _say(f"report: {report}")
     if interrupted:
         return INTERRUPTED

@@ -25,6 +25,8 @@ Validated with pydantic when loaded; any fault is a :class:`ManifestError`
             tier_overrides: {quick: {rounds: 30}}
             expected_s: {quick: 20, full: 60}   # wall seconds per run on a 2-core machine
         analysis: {script: analysis/plot_tta.py, args: [], inputs: [JOB, ...]}
+        requires: {dataset: fashion_mnist}   # optional: a data set installed apart (hpcbench.datasets.installed);
+                                             # missing, the figure is n/a with the reason and runs nothing
         claims:
           - name: CLAIM                # unique in the figure
             mirrors: ...               # the paper/figure/document claim
@@ -47,7 +49,7 @@ from hpcbench.reproduce.expression import Expression, ExpressionError, parse
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["ManifestError", "Tier", "TIERS", "runners", "FromResults", "Point", "Job", "Analysis", "Claim",
-           "Figure", "Manifest", "load_manifest", "ROOT"]
+           "Requires", "Figure", "Manifest", "load_manifest", "ROOT"]
 
 #: The repository root: config files and analysis scripts are named relative to it.
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -326,14 +328,37 @@ class Claim(_Model):
                 "between": lambda: t[0] <= value <= t[1]}[self.op]()
 
 
+class Requires(_Model):
+    """What a figure needs of the machine beyond hpcbench; unmet, the figure is n/a with the reason."""
+
+    dataset: str | None = Field(None, description="a data set installed apart, by name "
+                                                  "(:data:`hpcbench.datasets.installed.INSTALLED`)")
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v):
+        from hpcbench.datasets.installed import INSTALLED
+
+        if v is not None and v not in INSTALLED:
+            raise ValueError(f"dataset {v!r}: known data sets are {', '.join(INSTALLED)}")
+        return v
+
+    def missing(self) -> str | None:
+        """Why the figure cannot run here (None: it can)."""
+        from hpcbench.datasets.installed import missing_dataset
+
+        return missing_dataset(self.dataset) if self.dataset is not None else None
+
+
 class Figure(_Model):
-    """One figure: its jobs, the script drawing it, its claims."""
+    """One figure: its jobs, the script drawing it, its claims, what it requires."""
 
     title: str
     paper: str
     jobs: list[Job] = Field(min_length=1)
     analysis: Analysis
     claims: list[Claim] = Field(default_factory=list)
+    requires: Requires = Requires()
 
     @model_validator(mode="after")
     def _references(self):

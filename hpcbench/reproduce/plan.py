@@ -152,6 +152,8 @@ class Plan:
     runs: list[Run] = field(default_factory=list)
     drawings: dict[str, Drawing] = field(default_factory=dict)
     python: str = sys.executable
+    #: chosen figures that cannot run here -> why (``requires`` unmet); they have no runs and no drawing
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def runs_of(self, figure: str, job: str | None = None) -> list[Run]:
         """The runs of a figure (of one of its jobs), in plan order."""
@@ -211,7 +213,8 @@ def _ordered(runs: list[Run], figure: str) -> list[Run]:
 
 def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | None = None,
               nodes: int | None = None) -> Plan:
-    """The runs and drawings of ``figures`` (default: all) in ``tier``.
+    """The runs and drawings of ``figures`` (default: all) in ``tier``; a figure whose ``requires`` is unmet
+    goes to ``Plan.unavailable`` with the reason instead.
 
     ``nodes``: a run without ``nodes`` in the manifest is spread over
     ``min(nodes, ranks)`` hosts (``--nodes``); None leaves it to the launcher.
@@ -226,9 +229,14 @@ def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | Non
     unknown = [f for f in names if f not in manifest.figures]
     if unknown:
         raise ManifestError(f"unknown figure {unknown[0]!r}; the manifest has {', '.join(manifest.figures)}")
-    plan = Plan(tier, Path(out), names)
+    plan = Plan(tier, Path(out), [])
     for fig_name in names:
         fig = manifest.figures[fig_name]
+        why = fig.requires.missing()
+        if why is not None:
+            plan.unavailable[fig_name] = why
+            continue
+        plan.figures.append(fig_name)
         runs = [r for job in fig.jobs for r in _expand(fig_name, job, tier, plan.out)]
         seen: set[str] = set()
         for r in runs:
