@@ -41,7 +41,7 @@ class Algorithm:
         Its options (keywords of ``fn`` beyond the common ones), the base class for none: a config or a
         decision names the algorithm as a section ``{name: NAME, ...its options}``.
     check : callable or None
-        ``check(p, **options)``: raises ``ValueError`` naming the option when its value does not fit ``p``
+        ``check(world_size, **options)``: raises ``ValueError`` naming the option when its value does not fit ``world_size``
         ranks, before any message is sent.
     links_cost : callable or None
         ``links_cost(nbytes, alpha, betas) -> seconds`` over links of different speeds (one ``beta`` per
