@@ -25,8 +25,7 @@ class CompressorConfig(Strict):
     passed to compressors that take one (``takes_ratio``); unset, the
     compressor's own default (0.01 for every sparsifier). It is the
     section's own key, never one of ``options`` (an option under its old
-    name, ``options.compress_ratio``, is refused naming ``ratio``:
-    :mod:`hpcbench.runtime.renamed`).
+    name is refused naming ``ratio``: :mod:`hpcbench.runtime.renamed`).
     """
 
     name: str = Field("none", description="compressor from hpcbench.compress (none: uncompressed)")
