@@ -277,6 +277,8 @@ def cases() -> list[Case]:
     tr("--link.kind", "model", "--link.bandwidth=-1Gbit")
     tr("--compute", "emulated", "--profile_file", "bad.h5", files={"bad.h5": b"not hdf5"})
     c.append(Case("train", ["bomb.yaml", "--output", "o.h5"], files={"bomb.yaml": _bomb_yaml(key="sync")}))
+    c.append(Case("train", ["old.yaml", "--output", "o.h5"], files={"old.yaml": b"compress_ratio: 0.1\n"},
+                  note="a retired job-wide key"))
 
     # pipeline
     pl = lambda *a, **k: c.append(Case("pipeline", [*a, "--output", "o.h5"], **k))  # noqa: E731

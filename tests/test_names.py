@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import io
 import re
 import tokenize
@@ -89,7 +90,7 @@ def test_the_transport_and_worker_set_name_their_counts():
     from hpcbench.runtime.workerset import WorkerSet
 
     assert hasattr(Transport, "world_size") and not hasattr(Transport, "size")
-    assert "self.size" not in Path(__import__("inspect").getsourcefile(WorkerSet)).read_text()
+    assert "self.size" not in inspect.getsource(WorkerSet)
 
 
 def test_an_old_files_renamed_column_reads_under_its_new_name(tmp_path):
@@ -124,7 +125,7 @@ def test_compressor_option_under_its_old_name_is_refused_naming_the_new_key():
 
     from hpcbench.compress.config import CompressorConfig
 
-    with pytest.raises(ValidationError, match=r"options\.compress_ratio: this key was renamed; write ratio"):
+    with pytest.raises(ValidationError, match=r"options\.compress_ratio: a retired key; write ratio"):
         CompressorConfig(name="topk", options={"compress_ratio": 0.1})
     with pytest.raises(ValidationError, match=r"options\.ratio: the kept fraction is this section's own key"):
         CompressorConfig(name="topk", options={"ratio": 0.1})
@@ -134,10 +135,23 @@ def test_compressor_option_under_its_old_name_is_refused_naming_the_new_key():
 
 @pytest.mark.parametrize("direction", ["uplink_compression", "downlink_compression"])
 def test_fl_old_compression_option_exits_2_naming_both_keys(tmp_path, capsys, direction):
+    from hpcbench.fl.job import FLJob
+
     out = tmp_path / "o.h5"
-    code = run(__import__("hpcbench.fl.job", fromlist=["FLJob"]).FLJob,
-               [DIGITS, "--progress", "false", f"--{direction}.name", "topk",
-                f"--{direction}.options", "{compress_ratio: 0.1}", "--output", str(out)])
+    code = run(FLJob, [DIGITS, "--progress", "false", f"--{direction}.name", "topk",
+                       f"--{direction}.options", "{compress_ratio: 0.1}", "--output", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and "options.compress_ratio" in err and "write ratio" in err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_train_job_wide_compressor_keys_exit_2_naming_the_sync_section(tmp_path, capsys):
+    from hpcbench.train.job import TrainJob
+
+    old = tmp_path / "old.yaml"
+    old.write_text("compress_ratio: 0.1\n")
+    out = tmp_path / "o.h5"
+    assert run(TrainJob, [str(old), "--progress", "false", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "compress_ratio: 0.1: a retired key; write sync: [..., {name: compressed, compressor: {name: NAME, " \
+           "ratio: VALUE}}]" in err and "Traceback" not in err and not out.exists()

@@ -237,6 +237,16 @@ class TrainConfig(Strict):
         ``monitor_interval``)."""
         return [_monitor_entry(m) for m in self.monitors]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data):
+        from hpcbench.runtime.renamed import MOVED_TRAIN_KEYS, retired_key
+
+        for old, new in MOVED_TRAIN_KEYS.items():
+            if isinstance(data, dict) and old in data:
+                raise ValueError(retired_key(f"{old}: {short_repr(data[old])}", new))
+        return data
+
     @model_validator(mode="after")
     def _consistent(self):
         get = SYNCHRONISERS.__getitem__
