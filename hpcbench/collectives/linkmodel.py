@@ -41,7 +41,6 @@ charged to the link. With a traffic meter (``transport.meter``, see
 from __future__ import annotations
 
 import math
-import re
 import time
 from dataclasses import dataclass
 
@@ -51,6 +50,7 @@ from mpi4py import MPI
 from hpcbench import traces as _traces
 from hpcbench.collectives.transport import P2PRequest, Transport, _mpi_buffer
 from hpcbench.runtime.dilation import NO_DILATION, TimeDilation
+from hpcbench.runtime.units import parse_rate
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest", "SlowLink", "slowdown_at",
@@ -58,29 +58,6 @@ __all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest", "Slo
 
 #: StellaTrain's fluctuating wide-area settings: mean bandwidth 100 Mbit/s and 500 Mbit/s
 STELLATRAIN_WAN_MEANS_BPS = (100e6, 500e6)
-
-_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
-def parse_rate(text: str | float) -> float:
-    """Bandwidth in bit/s from ``"100Mbit"``, ``"1Gbit"``, ``"10 Gbit/s"``, ``"2.5e9"``...
-
-    Raises
-    ------
-    ValueError
-        If the text is not a positive rate.
-    """
-    if isinstance(text, (int, float)):
-        v = float(text)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtT]?)(?:bit|b|bps)?(?:/s)?\s*",
-                         str(text))
-        if not m:
-            raise ValueError(f"bad rate {text!r}: expected e.g. '100Mbit', '1Gbit', '10Gbit'")
-        v = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"rate must be positive and finite, got {text!r}")
-    return v
 
 
 @dataclass(frozen=True)

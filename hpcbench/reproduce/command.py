@@ -56,9 +56,35 @@ def _parser() -> argparse.ArgumentParser:
                         "changes, other versions); the claims computed from them say so")
     p.add_argument("--shared-nodes", action="store_true",
                    help="slurm: let runs share nodes (default --exclusive: timed runs never share cores)")
+    p.add_argument("--nodes", type=_positive, default=None, metavar="N",
+                   help="spread each run without nodes: in the manifest over min(N, ranks) nodes (slurm: sbatch "
+                        "--nodes; local: hosts emulated on this machine, root)")
     p.add_argument("--sbatch-arg", action="append", default=[], metavar="OPTION",
                    help="slurm: an extra sbatch option (--sbatch-arg=--partition=debug); repeatable")
     return p
+
+
+def _positive(text: str) -> int:
+    """An integer >= 1 (argparse type: anything else is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _local_hosts_problem(plan) -> str:
+    """Why the local launcher cannot run the plan's runs of several nodes (emulated hosts), or ``""``."""
+    spread = [r for r in plan.runs if r.nodes is not None and r.nodes > 1]
+    if not spread:
+        return ""
+    from hpcbench.runtime.emulated_hosts import unavailable_reason
+
+    why = unavailable_reason()
+    return (f"{spread[0].key}: nodes: {spread[0].nodes} runs on hosts emulated on this machine with --launcher "
+            f"local, which cannot be done here ({why}); use --launcher slurm") if why else ""
 
 
 def _minutes(seconds: float) -> str:
@@ -113,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or Path("results") / f"reproduce-{args.tier}").resolve()   # jobs run in the repository root
     try:
         manifest = load_manifest(args.manifest)
-        plans = {t: make_plan(manifest, t, out, args.figures or None) for t in ("quick", "full")}
+        plans = {t: make_plan(manifest, t, out, args.figures or None, args.nodes) for t in ("quick", "full")}
+        problem = "" if args.list or args.launcher != "local" else _local_hosts_problem(plans[args.tier])
+        if problem:
+            raise InputError(problem)
     except InputError as exc:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ Validated with pydantic when loaded; any fault is a :class:`ManifestError`
           - id: JOB                    # an identifier, unique in the figure
             runner: fl                 # fl | collectives | compress | costmodel | pipeline | train
             ranks: 4                   # MPI ranks (mpiexec -n / sbatch --ntasks)
+            nodes: 2                   # optional: hosts the ranks are spread over (sbatch -N; local: emulated hosts)
             config: jobs/configs/digits.yaml    # runners that take a YAML job file
             overrides: {rounds: 60}    # --KEY VALUE; {from: QUANTITY}: a value read from another job
             args: [--overlap]          # flags without a value
@@ -111,6 +112,7 @@ class Point(_Model):
 
     name: str | None = Field(None, description="suffix of the run's name (default: np<ranks>)")
     ranks: int | None = Field(None, ge=1, le=4096)
+    nodes: int | None = Field(None, ge=1, le=4096, description="hosts its ranks are spread over (default: the job's)")
     overrides: dict[str, Any] = Field(default_factory=dict)
     tiers: list[Tier] | None = None
     expected_s: Union[float, dict[Tier, float], None] = None
@@ -134,6 +136,8 @@ class Job(_Model):
     id: str
     runner: str
     ranks: int = Field(1, ge=1, le=4096)
+    nodes: int | None = Field(None, ge=1, le=4096, description="hosts the ranks are spread over (None: the "
+                                                               "launcher's choice, --nodes)")
     config: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     args: list[str] = Field(default_factory=list)
@@ -200,6 +204,11 @@ class Job(_Model):
         names = [p.name for p in self.points if p.name]
         if len(set(names)) != len(names):
             raise ValueError(f"point names repeat: {names}")
+        for point in self.points or [Point()]:
+            nodes, ranks = point.nodes or self.nodes, point.ranks or self.ranks
+            if nodes is not None and nodes > ranks:
+                where = f"point {point.name or point.ranks}: " if self.points else ""
+                raise ValueError(f"{where}nodes: {nodes} nodes for {ranks} ranks (every node needs a rank)")
         for tier in self.tiers:
             points = [p for p in self.points or [Point()] if tier in (p.tiers or self.tiers)]
             for point in points:
