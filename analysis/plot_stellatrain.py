@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ax[0].plot(ctl["step"][run], ctl["measured_bps"][run] / 1e6, "C2x", ms=4, label="measured (min receive)")
     ax[0].set_ylabel("bandwidth (Mbit/s)")
     ax[0].legend(fontsize=8)
-    ax[1].semilogy(r0["step"], r0["compress_ratio"], "C3-")
+    ax[1].semilogy(r0["step"], r0["ratio"], "C3-")
     ax[1].set_ylabel("fraction kept")
     for r in ranks:
         rr = _rows(tel, tel["rank"] == r)

@@ -203,7 +203,9 @@ def cases() -> list[Case]:
                        ("selection", "bogus"), ("selection.pacer_step", "x"), ("aggregator", "fednova"),
                        ("aggregator.server_learning_rate", ".inf"), ("traces.compute_scale", "1.0e+400"),
                        ("seed", "-1"), ("job_name", "../../etc"), ("executor_concurrency", "0"),
-                       ("uplink_compression.name", "zip"), ("mode", "asyncx"), ("eval_interval", "0"),
+                       ("uplink_compression.name", "zip"), ("uplink_compression.ratio", "0"),
+                       ("uplink_compression.options", "{compress_ratio: 0.1}"),
+                       ("downlink_compression.options", "{ratio: 0.1}"), ("mode", "asyncx"), ("eval_interval", "0"),
                        ("checkpoint_interval", "-1"), ("dataset.num_clients", "100000000000"),
                        ("traces.availability.format", "bogus"), ("asynchronous.arrival_interval_s", ".nan")]:
         fl(f"--{key}", value, *out)
@@ -265,7 +267,10 @@ def cases() -> list[Case]:
     for key, value in [("image_size", "100000"), ("image_size", "4"), ("batch_size", "0"), ("lr", ".inf"),
                        ("model", "resnet1000"), ("sync", "[]"), ("sync", "[bogus]"), ("link.bandwidth", "fast"),
                        ("link.bandwidth", "0Gbit"), ("link.latency_s", ".nan"), ("bucket_mb", ".nan"),
-                       ("compress_ratio", "2"), ("monitors", "[bogus]"), ("iterations", "0"),
+                       ("sync", "[{name: compressed, compressor: {name: topk, ratio: 2}}]"),
+                       ("sync", "[{name: compressed, compressor: {name: topk, options: {compress_ratio: 0.1}}}]"),
+                       ("sync", "[{name: compressed, compressor: {name: topk, options: {ratio: 0.1}}}]"),
+                       ("monitors", "[bogus]"), ("iterations", "0"),
                        ("time_dilation", "0.5"), ("profile_file", "missing.h5"), ("profile_file", "."),
                        ("link.trace_index", "-1"), ("schedule", "lifo"), ("compute", "quantum")]:
         tr(f"--{key}", value)
@@ -289,6 +294,8 @@ def cases() -> list[Case]:
        note="IDX header claiming 10^27 bytes")
     for options in ("{hidden_dense: 0}", "{hidden_dense: many}", "{hidden_dense: 100000000000}", "{width: 2}"):
         tr("--model", "leaf_cnn", "--model_options", options)
+    c.append(Case("train", ["old.yaml", "--output", "o.h5"], files={"old.yaml": b"compress_ratio: 0.1\n"},
+                  note="a retired job-wide key"))
 
     # pipeline
     pl = lambda *a, **k: c.append(Case("pipeline", [*a, "--output", "o.h5"], **k))  # noqa: E731

@@ -61,9 +61,15 @@ sys.exit(main(sys.argv[1:]))
 COMMON = ["--warmup", "1", "--iterations", "2", "--batches_per_iter", "3", "--progress", "false", "--overwrite"]
 DIGITS = ["--model", "digits_cnn", "--batch_size", "8", "--bucket_mb", "0.002", "--lr", "0.1"]
 SYNC = "ring, ring:priority, rabenseifner, tree, sma, pair, mpi"
-#: the compressed entry in each revision's syntax (job-wide keys before, its own section after)
-COMPRESSED = {"before": (f"[{SYNC}, compressed]", ["--compressor", "topk", "--compress_ratio", "0.1"]),
-              "after": (f"[{SYNC}, {{name: compressed, compressor: {{name: topk, ratio: 0.1}}}}]", [])}
+#: the compressed entry in each syntax: job-wide keys (revisions before the sync sections), its own section
+COMPRESSED = {"job-wide": (f"[{SYNC}, compressed]", ["--compressor", "topk", "--compress_ratio", "0.1"]),
+              "section": (f"[{SYNC}, {{name: compressed, compressor: {{name: topk, ratio: 0.1}}}}]", [])}
+
+
+def syntax(code_dir: Path) -> str:
+    """``job-wide`` when the revision's training config still declares the job-wide compressor keys."""
+    config = (code_dir / "hpcbench" / "train" / "config.py").read_text()
+    return "job-wide" if re.search(r"^\s+compress_ratio\s*:", config, flags=re.M) else "section"
 FIG8 = ["jobs/configs/train-fig8.yaml", "--image_size", "32", "--batch_size", "4", "--iterations", "2",
         "--batches_per_iter", "2", "--warmup", "1"]
 EMULATED = ["--compute", "emulated", "--time_dilation", "2", "--link.kind", "model", "--link.bandwidth", "1Gbit",
@@ -130,7 +136,7 @@ def main(argv=None) -> int:
         sides = {"before": before, "after": ROOT}
         ok, hashes = True, {}
         for side, code in sides.items():
-            sync, extra = COMPRESSED[side]
+            sync, extra = COMPRESSED[syntax(code)]
             hashes[side] = run(side, code, args.np_, [*COMMON, *DIGITS, "--sync", sync, *extra],
                                out / f"{side}-digits.h5")
             hashes[side] += run(side, code, args.np_, [*FIG8, *COMMON], out / f"{side}-fig8.h5")

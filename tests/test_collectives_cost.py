@@ -78,7 +78,7 @@ def test_auto_and_arguments():
         predict_allreduce("nope", 1, 2, A, B)
     with pytest.raises(ValueError, match="alpha_s"):
         predict_allreduce("ring", 1, 2, -1.0, B)
-    with pytest.raises(ValueError, match="p:"):
+    with pytest.raises(ValueError, match="world_size:"):
         predict_allreduce("ring", 1, 0, A, B)
     with pytest.raises(ValueError, match="bits_per_s"):
         link_beta(0)

@@ -149,7 +149,7 @@ def test_thresholdv_compiled_equals_numpy_path(dtype, feedback):
     runs = []
     for off in (False, True):
         with jit_off() if off else contextlib.nullcontext():
-            c, mem, out = create("thresholdv", compress_ratio=ratio), ErrorFeedback(), []
+            c, mem, out = create("thresholdv", ratio=ratio), ErrorFeedback(), []
             for x in steps:
                 if feedback:
                     acc, p, ctx = mem.compress(x, "g", c)

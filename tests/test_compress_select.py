@@ -114,7 +114,7 @@ def test_edge_sizes_and_dtypes():
 def test_default_selector_fast_path_on_a_large_tensor():
     """The real defaults (min_numel 65536): no torch.topk on the whole tensor, same set."""
     x = torch.randn(1 << 18, generator=torch.Generator().manual_seed(4))
-    c = create("topk", compress_ratio=0.01)
+    c = create("topk", ratio=0.01)
     (idx, vals), _ = c.compress(x, "g")
     k = math.ceil(0.01 * x.numel())
     assert c.selector.fallbacks == 0 and k <= c.selector.last_candidates < 2 * k

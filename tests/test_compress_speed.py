@@ -10,7 +10,7 @@ def test_thresholdv_recall_on_drifting_gradients():
     g = torch.Generator().manual_seed(0)
     n, ratio = 200_000, 0.01
     k = int(n * ratio)
-    c = create("thresholdv", compress_ratio=ratio)
+    c = create("thresholdv", ratio=ratio)
     base = torch.randn(n, generator=g)
     recalls = []
     for step in range(12):

@@ -154,7 +154,7 @@ def test_rate_search_result_fits_and_is_the_smallest_that_does(counts, bw, step_
             assert not fits(d.lower_rate)
             assert d.search_rate - d.lower_rate == pytest.approx(MAX_RATE / 2 ** SEARCH_STEPS)
     expected = 0.0 if nodes == 1 else 1 - (1 - d.search_rate) / (nodes - 1)
-    assert d.compression_rate == pytest.approx(expected) and d.compress_ratio == pytest.approx(1 - expected)
+    assert d.compression_rate == pytest.approx(expected) and d.ratio == pytest.approx(1 - expected)
 
 
 def test_rate_search_edges():

@@ -112,18 +112,18 @@ def test_stellatrain_policy_turns_controller_decisions_into_decisions_at_latest_
                                Telemetry(s, 0, fields, rows[0], rows, {}, sizes))
             if d is not None:
                 out.append((s, d))
-                sizes, ratio = d.batch_size, d.compress_ratio
+                sizes, ratio = d.batch_size, d.ratio
         return out
 
     pol = StellaTrain(StellaTrain.Config(max_batch=64, min_batch=4, initial_ratio=0.02))
     first = pol.before_train(ctx)
-    assert first == Decision(compress_ratio=0.02, reason="initial compression ratio")
+    assert first == Decision(ratio=0.02, reason="initial compression ratio")
     assert StellaTrain(StellaTrain.Config()).before_train(replace(ctx, rank=1)) is None
     out = drive(pol)
     assert [s for s, _ in out][:2] == [7, 14]                 # warm-up, then every 4 steps after the last effect
     for s, d in out:
         assert d.at_step == s + 3 == d.detail.effective_step and d.batch_size == d.detail.batches
-        assert d.compress_ratio == pytest.approx(1 - d.detail.compression_rate)
+        assert d.ratio == pytest.approx(1 - d.detail.compression_rate)
         assert set(d.changes()) <= StellaTrain.decides and d.learning_rate is None
     assert out[-1][1].detail.phase == "running" and out[-1][1].batch_size == (64, 32)
     assert out[-1][1].detail.estimate_bps == pytest.approx(1e8)      # the delivered rate, every step 100 Mbit/s

@@ -43,7 +43,7 @@ def test_record_vector_round_trip_and_columns():
     cols = {c.name: c for c in columns_of(TelemetryRecord)}
     assert list(cols) == list(TelemetryRecord.names())
     assert cols["recv_peak_bps"].units == "bit/s" and cols["backward_s"].units == "s"
-    assert cols["micro_batch"].dtype == "int64" and cols["compress_ratio"].dtype == "float64"
+    assert cols["micro_batch"].dtype == "int64" and cols["ratio"].dtype == "float64"
     assert all(c.description for c in cols.values())
 
 

@@ -214,7 +214,7 @@ def test_each_synchroniser_is_built_from_its_own_section():
     try:
         ring, sma, topk, qsgd = syncs
         assert sma.config.alpha == 0.5 and sma.config.algorithm == "tree" and ring.config.schedule == "priority"
-        assert type(topk.compressor).__name__ == "TopKCompressor" and topk.compressor.compress_ratio == 0.1
+        assert type(topk.compressor).__name__ == "TopKCompressor" and topk.compressor.ratio == 0.1
         assert type(qsgd.compressor).__name__ == "QSGDCompressor" and sma.bucket_bytes == 4096 and sma.seed == 3
     finally:
         for s in syncs:

@@ -132,14 +132,14 @@ class Reducer:
     op : str
         One of :data:`OPS`. ``avg`` reduces as a sum and divides by the world
         size in :meth:`finalize` (floor division for int64).
-    nranks : int
+    world_size : int
         Number of contributions (divisor of ``avg``).
     """
 
-    __slots__ = ("kind", "op", "nranks", "reduce", "_div")
+    __slots__ = ("kind", "op", "world_size", "reduce", "_div")
 
-    def __init__(self, kind: str, op: str, nranks: int) -> None:
-        self.kind, self.op, self.nranks = kind, op, nranks
+    def __init__(self, kind: str, op: str, world_size: int) -> None:
+        self.kind, self.op, self.world_size = kind, op, world_size
         base = "sum" if op == "avg" else op
         if kind == "bfloat16":
             torch = _torch()
@@ -153,7 +153,7 @@ class Reducer:
             def reduce(dst, a, b, _f=uf):
                 _f(a, b, out=dst)
         self.reduce = reduce
-        self._div = op == "avg" and nranks > 1
+        self._div = op == "avg" and world_size > 1
 
     def finalize(self, a: np.ndarray) -> None:
         """Turn a fully reduced sum into the average (no-op for other ops)."""
@@ -161,22 +161,22 @@ class Reducer:
             return
         if self.kind == "bfloat16":
             t = _bf(a)
-            _torch().div(t, self.nranks, out=t)
+            _torch().div(t, self.world_size, out=t)
         elif self.kind == "int64":
-            np.floor_divide(a, self.nranks, out=a)
+            np.floor_divide(a, self.world_size, out=a)
         else:
-            np.divide(a, self.nranks, out=a)
+            np.divide(a, self.world_size, out=a)
 
 
 _REDUCERS: dict[tuple, Reducer] = {}
 
 
-def reducer(kind: str, op: str, nranks: int) -> Reducer:
-    """Cached :class:`Reducer` for ``(kind, op, nranks)``."""
-    key = (kind, op, nranks)
+def reducer(kind: str, op: str, world_size: int) -> Reducer:
+    """Cached :class:`Reducer` for ``(kind, op, world_size)``."""
+    key = (kind, op, world_size)
     r = _REDUCERS.get(key)
     if r is None:
-        r = _REDUCERS[key] = Reducer(kind, op, nranks)
+        r = _REDUCERS[key] = Reducer(kind, op, world_size)
     return r
 
 
@@ -434,7 +434,7 @@ def start_allreduce(tr, src: np.ndarray, dst: np.ndarray, red) -> bool:
     """
     if not is_inplace(src, dst):
         dst[...] = src
-    if tr.size == 1 or dst.size == 0:
+    if tr.world_size == 1 or dst.size == 0:
         red.finalize(dst)
         return True
     return False

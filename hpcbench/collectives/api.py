@@ -55,14 +55,14 @@ __all__ = ["allreduce", "iallreduce", "reduce_scatter", "ireduce_scatter", "allg
 #: 2-core node (see docs/collectives.md): below ``small`` (whole buffer), and
 #: at most ``eager`` (the MPI library's eager limit, ``HPCBENCH_EAGER_BYTES``,
 #: read at import), recursive doubling (latency-optimal); the ring once each
-#: rank's block of the buffer (``nbytes / nranks``) reaches ``medium / 2`` (at
+#: rank's block of the buffer (``nbytes / world_size``) reaches ``medium / 2`` (at
 #: 2 ranks: above ``eager``); Rabenseifner in between.
 CROSSOVER = {"small": 16 << 10, "medium": 256 << 10, "eager": eager_bytes()}
 
 
-def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False,
+def choose_algorithm(nbytes: int, world_size: int, deterministic: bool = False,
                      hosts: Sequence[int] | None = None) -> str:
-    """The algorithm ``"auto"`` uses for a ``nbytes`` buffer on ``nranks`` ranks.
+    """The algorithm ``"auto"`` uses for a ``nbytes`` buffer on ``world_size`` ranks.
 
     Below ``CROSSOVER["small"]`` bytes, and at most ``CROSSOVER["eager"]``:
     recursive doubling (``tree`` when ``deterministic``), ``log2 p``
@@ -74,7 +74,7 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False,
     (``scripts/allreduce_percall.py``, docs/collectives.md, "Small messages at
     4 ranks: per-call overhead"); Rabenseifner's and the ring's messages are
     a half to a ``p``-th of the vector. Above: the ring once the
-    block each rank owns, ``nbytes / nranks``, is at least
+    block each rank owns, ``nbytes / world_size``, is at least
     ``CROSSOVER["medium"] / 2``, else Rabenseifner. Both send ``2 (p-1)/p``
     of the buffer per rank, but the ring takes ``2 (p-1)`` latency steps
     against Rabenseifner's ``2 log2 p`` (Thakur, Rabenseifner and Gropp 2005;
@@ -97,7 +97,7 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False,
     ----------
     nbytes : int
         Size of each rank's buffer in bytes.
-    nranks : int
+    world_size : int
         World size (>= 1).
     deterministic : bool
         Restrict the choice to algorithms that reduce each element at one rank.
@@ -113,16 +113,16 @@ def choose_algorithm(nbytes: int, nranks: int, deterministic: bool = False,
     Raises
     ------
     ValueError
-        ``nranks`` < 1 or ``nbytes`` < 0.
+        ``world_size`` < 1 or ``nbytes`` < 0.
     """
-    if nranks < 1 or nbytes < 0:
-        raise ValueError(f"choose_algorithm: need nranks >= 1 and nbytes >= 0, "
-                         f"got nranks={nranks!r}, nbytes={nbytes!r}")
+    if world_size < 1 or nbytes < 0:
+        raise ValueError(f"choose_algorithm: need world_size >= 1 and nbytes >= 0, "
+                         f"got world_size={world_size!r}, nbytes={nbytes!r}")
     if nbytes < CROSSOVER["small"] and nbytes <= CROSSOVER["eager"]:
         return "tree" if deterministic else "recursive_doubling"
-    if hosts is not None and len(hosts) > 1 and min(hosts) > 1 and sum(hosts) == nranks:
+    if hosts is not None and len(hosts) > 1 and min(hosts) > 1 and sum(hosts) == world_size:
         return "hierarchical"
-    if nranks == 2 or 2 * nbytes >= CROSSOVER["medium"] * nranks:
+    if world_size == 2 or 2 * nbytes >= CROSSOVER["medium"] * world_size:
         return "ring"
     return "rabenseifner"
 
@@ -131,9 +131,9 @@ def _auto(nbytes: int, tr, ctx, deterministic: bool) -> str:
     """:func:`choose_algorithm` for a call: the host layout is asked for (collective, once per communicator:
     :meth:`~hpcbench.collectives._core.Context.host_groups`) only where the size could use it."""
     hosts = None
-    if tr.size >= 4 and not (nbytes < CROSSOVER["small"] and nbytes <= CROSSOVER["eager"]):
+    if tr.world_size >= 4 and not (nbytes < CROSSOVER["small"] and nbytes <= CROSSOVER["eager"]):
         hosts = [len(g) for g in ctx.host_groups()]
-    return choose_algorithm(nbytes, tr.size, deterministic, hosts)
+    return choose_algorithm(nbytes, tr.world_size, deterministic, hosts)
 
 
 #: ``(comm, context)`` of the last communicator resolved (``None`` stands for the world),
@@ -198,10 +198,10 @@ def _allreduce_gen(x, out, op, algorithm, deterministic, comm, transport, name, 
     if local_size is not None and (not isinstance(local_size, int) or local_size < 1):
         raise ValueError(f"local_size: must be a positive int, got {local_size!r}")
     if weights is not None:       # an option the algorithm declares, checked before any message
-        _alg.check_options(alg, {"weights": weights}, tr.size)
+        _alg.check_options(alg, {"weights": weights}, tr.world_size)
     if tag is None:
         tag = ctx.tag(name)
-    red = reducer(w.kind, op, tr.size)
+    red = reducer(w.kind, op, tr.world_size)
     gen = alg.fn(tr, tag, src, dst, red, ctx, local_size=local_size, weights=weights)
     return gen, o.obj, dst.nbytes
 
@@ -357,7 +357,7 @@ def _run(plan) -> None:
 def _new_plan(x, out, op, algorithm, deterministic, ctx, tr, a_src, a_dst, tagged=False):
     """The plan of a call that :func:`_allreduce_planned` (``tagged``:
     :func:`_iallreduce_planned`) has not seen, or None."""
-    n, dt = tr.size, x.dtype
+    n, dt = tr.world_size, x.dtype
     uf = _PLAN_UFUNC.get(op)
     if (uf is None or dt not in _PLAN_DTYPES or n == 1 or x.size == 0
             or x.nbytes > PLAN_MAX_BYTES):
@@ -432,7 +432,7 @@ def _iallreduce_planned(x, out, op, algorithm, deterministic, comm, transport, n
             and x.size == last[6][4] and x.flags.c_contiguous and out.flags.writeable):
         key = last[6]               # the arrays of the last call: its key, found by identity
     else:
-        alg = choose_algorithm(x.nbytes, tr.size, deterministic) if algorithm == "auto" \
+        alg = choose_algorithm(x.nbytes, tr.world_size, deterministic) if algorithm == "auto" \
             else algorithm
         dt = x.dtype
         if (not isinstance(alg, str) or not x.flags.c_contiguous or out.dtype != dt
@@ -478,7 +478,7 @@ def _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport):
         hit = True
     else:
         hit = False
-        n, dt = tr.size, x.dtype
+        n, dt = tr.world_size, x.dtype
         alg = choose_algorithm(x.nbytes, n, deterministic) if algorithm == "auto" else algorithm
         a = _alg.find(alg) if isinstance(alg, str) else None
         if (a is None or a.schedule is None or (deterministic and not a.deterministic)
@@ -506,14 +506,14 @@ def _iallreduce_slotted(x, out, op, algorithm, deterministic, comm, transport):
     plans = ctx.slot_plans
     plan = plans.take(key)
     if plan is None:
-        sched = _alg.find(key[0]).schedule(tr.size, tr.rank, x.size, x.dtype.itemsize,
+        sched = _alg.find(key[0]).schedule(tr.world_size, tr.rank, x.size, x.dtype.itemsize,
                                              key[5] == key[6])
         if sched is None:       # depends on the world size, count and itemsize only
             return None
         sweep_freed()
         dst = src.reshape(-1) if key[5] == key[6] else out.reshape(-1)
         plan = SlotPlan(tr, sched, src.reshape(-1), dst, _PLAN_UFUNC[op],
-                        tr.size if op == "avg" else 0)
+                        tr.world_size if op == "avg" else 0)
     if keep is None and not hit:    # a hit leaves ctx.slot_last as it is: the same call
         ctx.slot_last = (x, out, op, algorithm, deterministic, x.dtype, key)
     return submit(ctx.slots.take(SlotRequest, plan, plans, key, out, None, keep))
@@ -525,7 +525,7 @@ def _reduce_scatter_gen(x, out, op, comm, transport, name):
     _check_op(op)
     ctx, tr = _resolve(comm, transport)
     w = as_work(x, "x", writable=False)
-    n, r = tr.size, tr.rank
+    n, r = tr.world_size, tr.rank
     bounds = partition(w.arr.size, n)
     mine = bounds[r + 1] - bounds[r]
     o = _out(w, out, mine)
@@ -595,7 +595,7 @@ def ireduce_scatter(x, out=None, *, op: str = "sum", comm: MPI.Comm | None = Non
 def _allgather_gen(x, out, comm, transport, name):
     ctx, tr = _resolve(comm, transport)
     w = as_work(x, "x", writable=False)
-    n, r = tr.size, tr.rank
+    n, r = tr.world_size, tr.rank
     m = w.arr.size
     shape = (n, *tuple(w.obj.shape))
     o = _out(w, out, n * m, shape=shape)
@@ -653,11 +653,11 @@ def iallgather(x, out=None, *, comm: MPI.Comm | None = None, transport: Transpor
 
 def _bcast_gen(x, root, comm, transport, name):
     ctx, tr = _resolve(comm, transport)
-    if not isinstance(root, int) or isinstance(root, bool) or not 0 <= root < tr.size:
-        raise ValueError(f"root: must be a rank in [0, {tr.size}), got {root!r}")
+    if not isinstance(root, int) or isinstance(root, bool) or not 0 <= root < tr.world_size:
+        raise ValueError(f"root: must be a rank in [0, {tr.world_size}), got {root!r}")
     w = as_work(x, "x", writable=True)
     tag = ctx.tag(name)
-    n = tr.size
+    n = tr.world_size
     ranks = [(root + i) % n for i in range(n)]
 
     def gen():

@@ -23,7 +23,7 @@ from hpcbench.collectives.transport import Transport
 __all__ = ["pair_schedule", "pair_average", "ipair_average", "sma_average"]
 
 
-def pair_schedule(step: int, nranks: int, seed: int = 0) -> np.ndarray:
+def pair_schedule(step: int, world_size: int, seed: int = 0) -> np.ndarray:
     """Partner of every rank at ``step`` (its own rank when it sits out).
 
     Parameters
@@ -31,23 +31,23 @@ def pair_schedule(step: int, nranks: int, seed: int = 0) -> np.ndarray:
     step : int
         Training step (any non-negative int); different steps give different
         matchings.
-    nranks : int
+    world_size : int
         World size.
     seed : int
         Seed shared by all ranks.
 
     Returns
     -------
-    numpy.ndarray of int64, shape (nranks,)
+    numpy.ndarray of int64, shape (world_size,)
         ``partner[partner[r]] == r`` for every ``r``.
     """
-    if nranks < 1:
-        raise ValueError(f"nranks: must be >= 1, got {nranks!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size: must be >= 1, got {world_size!r}")
     if step < 0:
         raise ValueError(f"step: must be >= 0, got {step!r}")
-    perm = np.random.default_rng([int(seed), int(step)]).permutation(nranks)
-    partner = np.arange(nranks, dtype=np.int64)
-    for i in range(0, nranks - 1, 2):
+    perm = np.random.default_rng([int(seed), int(step)]).permutation(world_size)
+    partner = np.arange(world_size, dtype=np.int64)
+    for i in range(0, world_size - 1, 2):
         a, b = perm[i], perm[i + 1]
         partner[a], partner[b] = b, a
     return partner
@@ -58,7 +58,7 @@ def _pair_gen(params, step, seed, comm, transport, name):
     w = as_work(params, "params", writable=True)
     if w.kind == "int64":
         raise TypeError("params: pair averaging needs a float dtype, got int64")
-    peer = int(pair_schedule(step, tr.size, seed)[tr.rank])
+    peer = int(pair_schedule(step, tr.world_size, seed)[tr.rank])
     tag = ctx.tag(name if name is not None else "__pair_average")
     red = reducer(w.kind, "avg", 2)
 

@@ -48,7 +48,7 @@ def link_beta(bits_per_s: float) -> float:
     return 8.0 / bits_per_s
 
 
-def predict_allreduce(algorithm: str, nbytes: int, p: int, alpha_s: float,
+def predict_allreduce(algorithm: str, nbytes: int, world_size: int, alpha_s: float,
                       beta_s_per_byte: float, gamma_s_per_byte: float = 0.0, *,
                       local_size: int | None = None) -> float:
     """Predicted time of one allreduce, in seconds.
@@ -59,10 +59,10 @@ def predict_allreduce(algorithm: str, nbytes: int, p: int, alpha_s: float,
         A registered algorithm (``ring``, ``rabenseifner``,
         ``recursive_doubling``, ``tree``, ``star``, ``binary_tree_star``) or
         ``"auto"`` (what :func:`hpcbench.collectives.choose_algorithm` picks
-        for ``nbytes`` and ``p``).
+        for ``nbytes`` and ``world_size``).
     nbytes : int
         Bytes of each rank's buffer (>= 0).
-    p : int
+    world_size : int
         Number of ranks (>= 1).
     alpha_s : float
         Per-message latency in seconds (>= 0).
@@ -78,7 +78,7 @@ def predict_allreduce(algorithm: str, nbytes: int, p: int, alpha_s: float,
     Returns
     -------
     float
-        Seconds; 0 for ``p == 1`` or an empty buffer.
+        Seconds; 0 for ``world_size == 1`` or an empty buffer.
 
     Raises
     ------
@@ -94,15 +94,15 @@ def predict_allreduce(algorithm: str, nbytes: int, p: int, alpha_s: float,
                    ("gamma_s_per_byte", gamma_s_per_byte)):
         if not (v >= 0 and math.isfinite(v)):
             raise ValueError(f"{key}: must be a finite number >= 0, got {v!r}")
-    if not (isinstance(p, int) and p >= 1):
-        raise ValueError(f"p: must be an int >= 1, got {p!r}")
+    if not (isinstance(world_size, int) and world_size >= 1):
+        raise ValueError(f"world_size: must be an int >= 1, got {world_size!r}")
     if local_size is not None and not (isinstance(local_size, int) and local_size >= 1):
         raise ValueError(f"local_size: must be a positive int, got {local_size!r}")
     if algorithm == "auto":
         from hpcbench.collectives.api import choose_algorithm
-        algorithm = choose_algorithm(int(nbytes), p)
+        algorithm = choose_algorithm(int(nbytes), world_size)
     cost = _alg.get(algorithm).cost
     if cost is None:
         raise ValueError(f"algorithm: {algorithm!r} has no cost model")
-    return float(cost(nbytes, p, alpha_s, beta_s_per_byte, gamma_s_per_byte,
+    return float(cost(nbytes, world_size, alpha_s, beta_s_per_byte, gamma_s_per_byte,
                       local_size=local_size))

@@ -105,7 +105,8 @@ class Transport:
         return self.comm.rank
 
     @property
-    def size(self) -> int:
+    def world_size(self) -> int:
+        """Ranks of the communicator (``comm.size``)."""
         return self.comm.size
 
     def isend(self, buf: np.ndarray, dest: int, tag: int) -> P2PRequest:

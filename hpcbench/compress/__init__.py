@@ -1,7 +1,7 @@
 """Gradient compressors (GRACE layering: compressor / memory / communicator).
 
 Names: none, fp16, bf16, topk, randomk, threshold, thresholdv, blockthreshold,
-dgc, qsgd, terngrad, signsgd, efsignsgd, powersgd. ``compress_ratio`` is the
+dgc, qsgd, terngrad, signsgd, efsignsgd, powersgd. ``ratio`` is the
 fraction of elements *kept* everywhere. See docs/compression.md.
 
 The names below are imported on first use (PEP 562), so importing a

@@ -14,7 +14,7 @@ Conventions
   with its own ``ctx`` (same tensor name, same step).
 * ``decompress(payload, ctx) -> tensor`` returns a tensor of ``ctx.shape`` and
   ``ctx.dtype``.
-* ``compress_ratio`` is always the fraction of elements **kept**, in (0, 1].
+* ``ratio`` is always the fraction of elements **kept**, in (0, 1].
 """
 
 from __future__ import annotations
@@ -66,15 +66,15 @@ def payload_nbytes(payload: Payload) -> int:
     return int(sum(t.numel() * t.element_size() for t in payload))
 
 
-def check_ratio(compress_ratio: float) -> float:
+def check_ratio(ratio: float) -> float:
     """Validate a kept fraction; raise ``ValueError`` naming the argument."""
     try:
-        r = float(compress_ratio)
+        r = float(ratio)
     except (TypeError, ValueError):
-        raise ValueError(f"compress_ratio must be a number in (0, 1], got {compress_ratio!r}") from None
+        raise ValueError(f"ratio must be a number in (0, 1], got {ratio!r}") from None
     if not (0.0 < r <= 1.0) or math.isnan(r):
-        raise ValueError(f"compress_ratio must be in (0, 1] (fraction of elements kept), "
-                         f"got {compress_ratio!r}")
+        raise ValueError(f"ratio must be in (0, 1] (fraction of elements kept), "
+                         f"got {ratio!r}")
     return r
 
 
@@ -131,14 +131,14 @@ class Compressor:
         ``"quantized"`` (opaque; allgather and decode) or ``"lowrank"``
         (PowerSGD's two allreduces).
     takes_ratio : bool
-        The constructor takes ``compress_ratio`` (fraction of elements kept).
+        The constructor takes ``ratio`` (fraction of elements kept).
     seeded : bool
         The constructor takes ``seed`` for the compressor's own stochastic
         rounding, which must differ between ranks (runners pass a per-rank
         value). Seeds that must be equal on every rank (random-k's shared
         indices, PowerSGD's initial Q) keep their defaults and do not count.
     approximates_topk : bool
-        It keeps about ``compress_ratio`` of the elements, chosen to
+        It keeps about ``ratio`` of the elements, chosen to
         approximate the exact top-k by magnitude (or standing in for it), so
         its recall against ``torch.topk(|x|, k)`` is worth measuring.
     ef_options : dict

@@ -26,7 +26,7 @@ class BlockThresholdCompressor(Compressor):
 
     Parameters
     ----------
-    compress_ratio : float, default 0.01
+    ratio : float, default 0.01
         Fraction of elements **kept**, in (0, 1] (rounded up to whole blocks).
     block : int, default 16
         Elements per block, >= 1.
@@ -38,12 +38,12 @@ class BlockThresholdCompressor(Compressor):
     kind = "quantized"
     takes_ratio = True
     approximates_topk = True
-    ef_options = {"compress_ratio": 0.05}
+    ef_options = {"ratio": 0.05}
 
-    def __init__(self, compress_ratio: float = 0.01, block: int = 16, decrease: float = 0.01,
+    def __init__(self, ratio: float = 0.01, block: int = 16, decrease: float = 0.01,
                  margin: float = 0.02, trim: str = "topk") -> None:
         super().__init__()
-        self.compress_ratio = check_ratio(compress_ratio)
+        self.ratio = check_ratio(ratio)
         if int(block) != block or block < 1:
             raise ValueError(f"block must be an integer >= 1, got {block!r}")
         self.block = int(block)
@@ -51,7 +51,7 @@ class BlockThresholdCompressor(Compressor):
 
     def _blocks(self, numel: int) -> tuple[int, int]:
         nb = -(-numel // self.block)
-        kb = 0 if numel == 0 else min(nb, max(1, math.ceil(self.compress_ratio * numel / self.block - 1e-9)))
+        kb = 0 if numel == 0 else min(nb, max(1, math.ceil(self.ratio * numel / self.block - 1e-9)))
         return nb, kb
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
@@ -89,4 +89,4 @@ class BlockThresholdCompressor(Compressor):
         return flat.view(ctx.shape)
 
     def __repr__(self) -> str:
-        return f"BlockThresholdCompressor(compress_ratio={self.compress_ratio}, block={self.block})"
+        return f"BlockThresholdCompressor(ratio={self.ratio}, block={self.block})"

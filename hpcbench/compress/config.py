@@ -21,9 +21,11 @@ _Scalar = Union[bool, int, float, str]
 class CompressorConfig(Strict):
     """A compressor of the :mod:`hpcbench.compress` registry, its kept fraction and its other options.
 
-    ``ratio`` is the fraction of elements KEPT (GRACE's ``compress_ratio``),
+    ``ratio`` is the fraction of elements KEPT (GRACE's top-k takes the same quantity),
     passed to compressors that take one (``takes_ratio``); unset, the
-    compressor's own default (0.01 for every sparsifier).
+    compressor's own default (0.01 for every sparsifier). It is the
+    section's own key, never one of ``options`` (an option under its old
+    name is refused naming ``ratio``: :mod:`hpcbench.runtime.renamed`).
     """
 
     name: str = Field("none", description="compressor from hpcbench.compress (none: uncompressed)")
@@ -40,6 +42,18 @@ class CompressorConfig(Strict):
         from hpcbench.compress.registry import REGISTRY
 
         return REGISTRY.check(v)
+
+    @field_validator("options")
+    @classmethod
+    def _ratio_not_an_option(cls, v):
+        from hpcbench.runtime.renamed import RENAMED_OPTIONS, retired_key
+
+        for old, new in RENAMED_OPTIONS.items():
+            if old in v:
+                raise ValueError(retired_key(f"options.{old}", f"{new} (this section's own key)"))
+        if "ratio" in v:
+            raise ValueError("options.ratio: the kept fraction is this section's own key ratio, not an option")
+        return v
 
     @model_validator(mode="after")
     def _ratio(self):
@@ -60,4 +74,4 @@ class CompressorConfig(Strict):
         """
         from hpcbench.compress.registry import build
 
-        return build(self.name, compress_ratio=self.ratio, seed=seed, **dict(self.options))
+        return build(self.name, ratio=self.ratio, seed=seed, **dict(self.options))

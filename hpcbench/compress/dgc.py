@@ -19,7 +19,7 @@ class DGCCompressor(SparseCompressor):
 
     Lin et al., "Deep Gradient Compression" (ICLR 2018): take a random sample
     of about ``sample_ratio`` of the elements, set the threshold to the
-    ``ceil(compress_ratio * sample)``-th largest sampled magnitude, and select
+    ``ceil(ratio * sample)``-th largest sampled magnitude, and select
     ``|x| >= threshold``. Refinement: if more than ``k`` pass, keep the exact
     top-k of those; if fewer than ``k * min_fill`` pass, lower the threshold by
     ``lower`` and select again (at most ``max_refine`` times). The payload has
@@ -27,7 +27,7 @@ class DGCCompressor(SparseCompressor):
 
     Parameters
     ----------
-    compress_ratio : float, default 0.01
+    ratio : float, default 0.01
         Fraction of elements **kept**, in (0, 1].
     sample_ratio : float, default 0.01
         Fraction sampled to estimate the threshold, in (0, 1].
@@ -43,12 +43,12 @@ class DGCCompressor(SparseCompressor):
     fixed_size = False
     takes_ratio = True
     approximates_topk = True
-    ef_options = {"compress_ratio": 0.05}
+    ef_options = {"ratio": 0.05}
 
-    def __init__(self, compress_ratio: float = 0.01, sample_ratio: float = 0.01, min_fill: float = 0.8,
+    def __init__(self, ratio: float = 0.01, sample_ratio: float = 0.01, min_fill: float = 0.8,
                  lower: float = 0.8, max_refine: int = 2, seed: int = 0) -> None:
         super().__init__()
-        self.compress_ratio = check_ratio(compress_ratio)
+        self.ratio = check_ratio(ratio)
         if not 0 < sample_ratio <= 1:
             raise ValueError(f"sample_ratio must be in (0, 1], got {sample_ratio!r}")
         self.sample_ratio, self.min_fill, self.lower = float(sample_ratio), float(min_fill), float(lower)
@@ -58,14 +58,14 @@ class DGCCompressor(SparseCompressor):
         flat = as_flat(tensor)
         ctx = self._context(tensor, name)
         n = ctx.numel
-        k = k_of(n, self.compress_ratio)
+        k = k_of(n, self.ratio)
         if k == 0 or k >= n:
             return self._pack(flat, np.arange(k, dtype=np.int64), ctx)
         a = abs_scores(flat, None)
         ns = min(n, max(1, math.ceil(self.sample_ratio * n)))
         rng = np.random.default_rng(name_seed(name, ctx.step, self.seed))
         sample = a[rng.integers(0, n, size=ns)]
-        ks = min(ns, max(1, math.ceil(self.compress_ratio * ns)))
+        ks = min(ns, max(1, math.ceil(self.ratio * ns)))
         thr = float(np.partition(sample, ns - ks)[ns - ks])
         for attempt in range(self.max_refine + 1):
             cand = np.flatnonzero(a >= thr)
@@ -78,4 +78,4 @@ class DGCCompressor(SparseCompressor):
         return self._pack(flat, cand, ctx)
 
     def __repr__(self) -> str:
-        return f"DGCCompressor(compress_ratio={self.compress_ratio}, sample_ratio={self.sample_ratio})"
+        return f"DGCCompressor(ratio={self.ratio}, sample_ratio={self.sample_ratio})"

@@ -12,7 +12,7 @@ __all__ = ["RandomKCompressor"]
 
 
 class RandomKCompressor(SparseCompressor):
-    """Keep ``k = ceil(compress_ratio * numel)`` uniformly random elements.
+    """Keep ``k = ceil(ratio * numel)`` uniformly random elements.
 
     The indices are drawn without replacement from a generator seeded by
     ``(seed, name, step)``, so every rank picks the same indices at the same
@@ -22,7 +22,7 @@ class RandomKCompressor(SparseCompressor):
 
     Parameters
     ----------
-    compress_ratio : float, default 0.01
+    ratio : float, default 0.01
         Fraction of elements **kept**, in (0, 1].
     scale : bool, default False
         Multiply kept values by ``numel / k`` on decompression, which makes the
@@ -32,9 +32,9 @@ class RandomKCompressor(SparseCompressor):
 
     Notes
     -----
-    Learning rate (:attr:`lr_scale` ``= min(1, 2 * compress_ratio)``). With
+    Learning rate (:attr:`lr_scale` ``= min(1, 2 * ratio)``). With
     error feedback each coordinate is sent on average once every
-    ``1 / compress_ratio`` steps, carrying the residual accumulated since:
+    ``1 / ratio`` steps, carrying the residual accumulated since:
     EF-SGD with a ``delta``-contraction (random-k: ``delta = k / d``)
     behaves like SGD on gradients delayed by about ``1 / delta`` steps, whose
     stable step size shrinks in proportion to ``delta`` (Stich & Karimireddy,
@@ -54,11 +54,11 @@ class RandomKCompressor(SparseCompressor):
     takes_ratio = True
     approximates_topk = True
     #: error feedback contracts only by k/d: keep 10 %
-    ef_options = {"compress_ratio": 0.1}
+    ef_options = {"ratio": 0.1}
 
-    def __init__(self, compress_ratio: float = 0.01, scale: bool = False, seed: int = 0) -> None:
+    def __init__(self, ratio: float = 0.01, scale: bool = False, seed: int = 0) -> None:
         super().__init__()
-        self.compress_ratio = check_ratio(compress_ratio)
+        self.ratio = check_ratio(ratio)
         self.scale = bool(scale)
         self.seed = int(seed)
         self.unbiased = self.scale
@@ -66,12 +66,12 @@ class RandomKCompressor(SparseCompressor):
     @property
     def lr_scale(self) -> float:
         """Learning-rate multiplier for error-feedback SGD (see the class notes)."""
-        r = min(1.0, 2.0 * self.compress_ratio)
-        return r * self.compress_ratio if self.scale else r
+        r = min(1.0, 2.0 * self.ratio)
+        return r * self.ratio if self.scale else r
 
     def indices(self, numel: int, name: str, step: int) -> torch.Tensor:
         """The shared indices for ``name`` at ``step`` (sorted, distinct)."""
-        k = k_of(numel, self.compress_ratio)
+        k = k_of(numel, self.ratio)
         rng = np.random.default_rng(name_seed(name, step, self.seed))
         idx = np.sort(rng.choice(numel, size=k, replace=False, shuffle=False)) if k else np.zeros(0, np.int64)
         return torch.from_numpy(idx.astype(np.int64)).to(index_dtype(numel))
@@ -99,4 +99,4 @@ class RandomKCompressor(SparseCompressor):
         return super().residual(acc, (ctx.extra["indices"], payload[0]), ctx)
 
     def __repr__(self) -> str:
-        return f"RandomKCompressor(compress_ratio={self.compress_ratio}, scale={self.scale})"
+        return f"RandomKCompressor(ratio={self.ratio}, scale={self.scale})"

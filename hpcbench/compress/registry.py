@@ -1,4 +1,4 @@
-"""Compressors by name: ``create("topk", compress_ratio=0.01)``.
+"""Compressors by name: ``create("topk", ratio=0.01)``.
 
 Adding a compressor is one new file (a :class:`~hpcbench.compress.base.Compressor`
 subclass declaring its capabilities as class attributes) and one name in the
@@ -82,14 +82,14 @@ def compressor_class(name: str) -> type[Compressor]:
     return REGISTRY[name]
 
 
-def build(name: str, compress_ratio: float | None = None, seed: int | None = None, **options) -> Compressor:
+def build(name: str, ratio: float | None = None, seed: int | None = None, **options) -> Compressor:
     """:func:`create` ``name``, passing each common option only to compressors that take it.
 
     Parameters
     ----------
     name : str
         Registered name.
-    compress_ratio : float, optional
+    ratio : float, optional
         Fraction kept; passed when the class has ``takes_ratio``.
     seed : int, optional
         Per-rank rounding seed; passed when the class is ``seeded``.
@@ -97,8 +97,8 @@ def build(name: str, compress_ratio: float | None = None, seed: int | None = Non
         Passed as given (method-specific options).
     """
     cls = compressor_class(name)
-    if compress_ratio is not None and cls.takes_ratio:
-        options["compress_ratio"] = compress_ratio
+    if ratio is not None and cls.takes_ratio:
+        options["ratio"] = ratio
     if seed is not None and cls.seeded:
         options["seed"] = seed
     return cls(**options)

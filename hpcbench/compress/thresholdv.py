@@ -166,11 +166,11 @@ class ThresholdVCompressor(SparseCompressor):
     is one masked pass over ``|x|`` instead of a top-k.
 
     Payload ``(indices int32/int64 (k,), values (k,) in the tensor's dtype)``
-    with ``k = ceil(compress_ratio * numel)``, always exactly ``k``.
+    with ``k = ceil(ratio * numel)``, always exactly ``k``.
 
     Parameters
     ----------
-    compress_ratio : float, default 0.01
+    ratio : float, default 0.01
         Fraction of elements **kept**, in (0, 1]. (StellaTrain's code takes
         the fraction *dropped*; pass ``1 - that``.)
     decrease, increase, margin, trim
@@ -182,18 +182,18 @@ class ThresholdVCompressor(SparseCompressor):
     fixed_size = True
     takes_ratio = True
     approximates_topk = True
-    ef_options = {"compress_ratio": 0.05}
+    ef_options = {"ratio": 0.05}
 
-    def __init__(self, compress_ratio: float = 0.01, decrease: float = 0.01, increase: float = 0.01,
+    def __init__(self, ratio: float = 0.01, decrease: float = 0.01, increase: float = 0.01,
                  margin: float = 0.02, trim: str = "topk") -> None:
         super().__init__()
-        self.compress_ratio = check_ratio(compress_ratio)
+        self.ratio = check_ratio(ratio)
         self.selector = AdaptiveThreshold(decrease, increase, margin, trim)
         self._buf: dict[str, np.ndarray] = {}
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
         flat = as_flat(tensor)
-        k = k_of(flat.numel(), self.compress_ratio)
+        k = k_of(flat.numel(), self.ratio)
         if self.selector.compiled_ready(flat, k, name):
             return self._compiled(flat, tensor, k, name)
         ctx = self._context(tensor, name)
@@ -205,7 +205,7 @@ class ThresholdVCompressor(SparseCompressor):
                             name: str) -> tuple[Payload, Context]:
         """``acc += tensor`` fused into the compiled threshold pass when it applies; as ``compress``."""
         self._check_accumulate(acc, tensor)
-        k = k_of(acc.numel(), self.compress_ratio)
+        k = k_of(acc.numel(), self.ratio)
         if not (acc.is_contiguous() and self.selector.compiled_ready(acc.view(-1), k, name)):
             return super().compress_accumulate(acc, tensor, name)
         return self._compiled(acc.view(-1), acc, k, name, add=as_flat(tensor.detach()))
@@ -217,4 +217,4 @@ class ThresholdVCompressor(SparseCompressor):
         return self._pack(flat, idx, ctx, torch.from_numpy(raw).view(flat.dtype))
 
     def __repr__(self) -> str:
-        return f"ThresholdVCompressor(compress_ratio={self.compress_ratio}, trim={self.selector.trim!r})"
+        return f"ThresholdVCompressor(ratio={self.ratio}, trim={self.selector.trim!r})"

@@ -12,7 +12,7 @@ __all__ = ["TopKCompressor"]
 
 
 class TopKCompressor(SparseCompressor):
-    """Keep the ``k = ceil(compress_ratio * numel)`` largest-magnitude elements.
+    """Keep the ``k = ceil(ratio * numel)`` largest-magnitude elements.
 
     The selected set is the one of ``torch.topk(tensor.abs().flatten(), k)``
     (up to the choice among ties at the k-th magnitude), computed by
@@ -25,7 +25,7 @@ class TopKCompressor(SparseCompressor):
 
     Parameters
     ----------
-    compress_ratio : float, default 0.01
+    ratio : float, default 0.01
         Fraction of elements **kept**, in (0, 1].
     selector : TopKSelector, optional
         Selection engine (sample size, chunk, fallback size); default one.
@@ -35,11 +35,11 @@ class TopKCompressor(SparseCompressor):
     unbiased = False
     fixed_size = True
     takes_ratio = True
-    ef_options = {"compress_ratio": 0.05}
+    ef_options = {"ratio": 0.05}
 
-    def __init__(self, compress_ratio: float = 0.01, selector: TopKSelector | None = None) -> None:
+    def __init__(self, ratio: float = 0.01, selector: TopKSelector | None = None) -> None:
         super().__init__()
-        self.compress_ratio = check_ratio(compress_ratio)
+        self.ratio = check_ratio(ratio)
         self.selector = selector if selector is not None else TopKSelector()
 
     def compress(self, tensor: torch.Tensor, name: str) -> tuple[Payload, Context]:
@@ -56,8 +56,8 @@ class TopKCompressor(SparseCompressor):
     def _select(self, flat: torch.Tensor, tensor: torch.Tensor, name: str,
                 add: torch.Tensor | None = None) -> tuple[Payload, Context]:
         ctx = self._context(tensor, name)
-        idx, values = self.selector.select(flat, k_of(flat.numel(), self.compress_ratio), add=add)
+        idx, values = self.selector.select(flat, k_of(flat.numel(), self.ratio), add=add)
         return self._pack(flat, idx, ctx, values)
 
     def __repr__(self) -> str:
-        return f"TopKCompressor(compress_ratio={self.compress_ratio})"
+        return f"TopKCompressor(ratio={self.ratio})"

@@ -66,7 +66,7 @@ class Decision:
         that does not use it).
     compression_rate : float
         Fraction of gradient elements dropped (StellaTrain's rate).
-    compress_ratio : float
+    ratio : float
         Fraction kept: ``1 - compression_rate``.
     batch_sizes : str
         Batch size per worker, comma-separated, rank order.
@@ -83,7 +83,7 @@ class Decision:
     estimate_bps: float = unit_field("bit/s", "bandwidth estimate the rate was chosen for")
     reduce_fraction: float = unit_field("1", "min wait / (min wait + mean compute); 0 below 0.05")
     compression_rate: float = unit_field("1", "fraction of gradient elements dropped")
-    compress_ratio: float = unit_field("1", "fraction of gradient elements kept (1 - compression_rate)")
+    ratio: float = unit_field("1", "fraction of gradient elements kept (1 - compression_rate)")
     batch_sizes: str = unit_field("", "batch size per worker, comma-separated, rank order")
     objective: float = unit_field("1", "batch objective: slowest s/sample + 5 CV(times)")
     reoptimised: bool = unit_field("1", "batch sizes optimised at this decision")
@@ -215,5 +215,5 @@ class Controller:
         rate = search_compression_rate(self.wire, est.estimate_bps, step_s, self.n)
         self.rate = rate.compression_rate
         return Decision(slowest, self.clock.schedule(latest), "running", est.measured_bps, est.estimate_bps,
-                        est.reduce_fraction, rate.compression_rate, rate.compress_ratio,
+                        est.reduce_fraction, rate.compression_rate, rate.ratio,
                         ",".join(map(str, self.batch.tolist())), self._objective, reopt)

@@ -7,8 +7,8 @@ Source: ``backend/src/engine/batch_rate_alloc_optim.py``: the bytes
 and the spread over peers (line 334: ``c = 1 - (1 - c) / (num_node - 1)``).
 
 StellaTrain's compression rate ``c`` is the fraction of elements *dropped*
-(hpcbench's compressors take the fraction kept, ``compress_ratio = 1 - c``;
-:attr:`RateDecision.compress_ratio` gives it). Where hpcbench differs:
+(hpcbench's compressors take the fraction kept, ``ratio = 1 - c``;
+:attr:`RateDecision.ratio` gives it). Where hpcbench differs:
 
 - the search returns the upper end of its final interval, whose bytes fit;
   StellaTrain returns the lower end, which (but when it is 0) does not fit
@@ -120,8 +120,8 @@ class RateDecision:
     lower_rate: float
 
     @property
-    def compress_ratio(self) -> float:
-        """Fraction of elements kept (hpcbench's compressors' ``compress_ratio``): ``1 - compression_rate``."""
+    def ratio(self) -> float:
+        """Fraction of elements kept (hpcbench's compressors' ``ratio``): ``1 - compression_rate``."""
         return 1.0 - self.compression_rate
 
 

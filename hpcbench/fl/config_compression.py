@@ -18,7 +18,7 @@ __all__ = ["CompressionConfig", "UplinkCompressionConfig", "build_compressor"]
 def build_compressor(section, seed: int):
     """The compressor a section names, with its options (``ValueError``/``TypeError`` on bad ones).
 
-    ``ratio`` is passed as ``compress_ratio`` to compressors that take it and
+    ``ratio`` (the kept fraction) is passed to compressors that take it and
     ``seed`` to seeded ones (:meth:`hpcbench.compress.config.CompressorConfig.build`).
     """
     return section.build(seed)

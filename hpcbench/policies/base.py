@@ -66,6 +66,8 @@ class PolicyContext:
     Attributes
     ----------
     rank, world_size : int
+        This rank and the ranks of the training communicator: in an elastic
+        run, the active workers (the warm pool's sleeping ranks not counted).
     step : int
         The step about to run (before-hooks) or just run (after-hooks), from
         0; -1 in ``before_train``.

@@ -41,7 +41,7 @@ class Decision:
     workers : int, optional
         Active workers, >= 1 (an elastic worker set; refused by runners that
         have none).
-    compress_ratio : float, optional
+    ratio : float, optional
         Fraction of gradient elements the compressed synchroniser keeps, in
         (0, 1] (StellaTrain's compression rate is ``1 -`` this).
     at_step : int, optional
@@ -67,7 +67,7 @@ class Decision:
     sync: str | Mapping | None = None
     algorithm: str | Mapping | None = None
     workers: int | None = None
-    compress_ratio: float | None = None
+    ratio: float | None = None
     at_step: int | None = None
     reason: str = ""
     detail: Any = None
@@ -82,9 +82,9 @@ class Decision:
         if lr is not None and not (isinstance(lr, (int, float)) and not isinstance(lr, bool)
                                    and math.isfinite(lr) and lr > 0):
             raise ValueError(f"learning_rate: {lr!r} is not a finite number > 0")
-        cr = self.compress_ratio
+        cr = self.ratio
         if cr is not None and not (isinstance(cr, (int, float)) and not isinstance(cr, bool) and 0 < cr <= 1):
-            raise ValueError(f"compress_ratio: {cr!r} is not a number in (0, 1]")
+            raise ValueError(f"ratio: {cr!r} is not a number in (0, 1]")
         if self.workers is not None and not _positive_int(self.workers):
             raise ValueError(f"workers: {self.workers!r} is not a positive int")
         if self.at_step is not None and not (_positive_int(self.at_step) or self.at_step == 0):
@@ -118,7 +118,7 @@ class Vote:
 
 
 #: the fields a decision may set (runners register an applier for each they support)
-FIELDS = ("batch_size", "learning_rate", "sync", "algorithm", "workers", "compress_ratio")
+FIELDS = ("batch_size", "learning_rate", "sync", "algorithm", "workers", "ratio")
 
 
 def _positive_int(x) -> bool:

@@ -15,7 +15,7 @@ so its controller is not connected there):
   every rank's :class:`~hpcbench.telemetry.TelemetryRecord` of the step
   (``Telemetry.records()``, gathered by the runner with the step's numbers);
 - a controller decision becomes a :class:`~hpcbench.policies.decision.Decision`
-  of ``batch_size`` (one per worker, rank order) and ``compress_ratio`` (the
+  of ``batch_size`` (one per worker, rank order) and ``ratio`` (the
   fraction kept, ``1 - compression_rate``) at ``at_step =
   effective_step`` (the most advanced worker's step + 3), applied before that
   step on every rank, with the controller's record as its ``detail`` (the
@@ -119,7 +119,7 @@ class StellaTrain(Policy):
             return BATCH_SOLVERS.check(v)
 
     name = "stellatrain"
-    decides = frozenset({"batch_size", "compress_ratio", "learning_rate"})
+    decides = frozenset({"batch_size", "ratio", "learning_rate"})
     agreement = "root"
     needs_telemetry = True
     detail_table = "controller"
@@ -153,7 +153,7 @@ class StellaTrain(Policy):
         estimator = ESTIMATORS[c.estimator.name](**section_options(c.estimator))
         self.controller = Controller(wire, upper.tolist(), start.tolist(), 1.0 - c.initial_ratio, lower=lower.tolist(),
                                      solver=c.solver, timing=timing, estimator=estimator)
-        return Decision(compress_ratio=c.initial_ratio, reason="initial compression ratio")
+        return Decision(ratio=c.initial_ratio, reason="initial compression ratio")
 
     def after_step(self, ctx: PolicyContext, telemetry):
         if self.controller is None:
@@ -163,5 +163,5 @@ class StellaTrain(Policy):
             return None
         est = "" if d.estimate_bps != d.estimate_bps else f", estimate {d.estimate_bps / 1e6:.1f} Mbit/s"
         lr = self.base_lr * sum(d.batches) / self.base_batch if self.config.scale_lr else None
-        return Decision(batch_size=d.batches, compress_ratio=max(float(d.compress_ratio), 1e-6), learning_rate=lr,
+        return Decision(batch_size=d.batches, ratio=max(float(d.ratio), 1e-6), learning_rate=lr,
                         at_step=d.effective_step, reason=f"{d.phase}{est}", detail=d)

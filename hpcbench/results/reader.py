@@ -12,7 +12,7 @@ import numpy as np
 
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["read_table", "read_attrs", "open_file", "read_consistent", "table_units", "checked"]
+__all__ = ["read_table", "read_attrs", "open_file", "read_consistent", "table_units", "table_columns", "checked"]
 
 T = TypeVar("T")
 
@@ -31,6 +31,10 @@ def checked(path, key: str = "results file"):
 
 def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
     """Columns of table ``name`` as a dict of 1-D arrays (strings decoded).
+
+    A column an older run wrote under a since-renamed name is returned under
+    today's name (:data:`hpcbench.runtime.renamed.RENAMED_COLUMNS`), so
+    files from before and after a rename read alike.
 
     Parameters
     ----------
@@ -53,15 +57,21 @@ def read_table(path_or_file, name: str) -> dict[str, np.ndarray]:
 def _read(h5: h5py.File, name: str) -> dict[str, np.ndarray]:
     if name not in h5:
         raise KeyError(f"{h5.filename}: no table {name!r} (has {sorted(h5.keys())})")
-    group = h5[name]
     out = {}
-    for col in json.loads(group.attrs["columns"]):
-        ds = group[col]
+    for col, ds in _columns(h5[name]):
         if h5py.check_string_dtype(ds.dtype) is not None:
             out[col] = np.array(ds.asstr()[()], dtype=object)
         else:
             out[col] = ds[()]
     return out
+
+
+def _columns(group: h5py.Group) -> list[tuple[str, h5py.Dataset]]:
+    """``(today's name, dataset)`` of every column of a table group, in column order (the one place that
+    maps a renamed column's stored name, :func:`hpcbench.runtime.renamed.column_name`)."""
+    from hpcbench.runtime.renamed import column_name
+
+    return [(column_name(col), group[col]) for col in json.loads(group.attrs["columns"])]
 
 
 def read_attrs(path_or_file) -> dict:
@@ -130,7 +140,18 @@ def read_consistent(path, read: Callable[[h5py.File], T], attempts: int = 5, pau
 
 
 def table_units(path_or_file, name: str) -> dict[str, str]:
-    """``units`` attribute of every column of table ``name`` (column order).
+    """``units`` attribute of every column of table ``name`` (column order, today's column names).
+
+    Raises
+    ------
+    KeyError
+        If the file has no such table.
+    """
+    return {col: units for col, (units, _) in table_columns(path_or_file, name).items()}
+
+
+def table_columns(path_or_file, name: str) -> dict[str, tuple[str, str]]:
+    """``(units, description)`` of every column of table ``name`` (column order, today's column names).
 
     Raises
     ------
@@ -139,8 +160,8 @@ def table_units(path_or_file, name: str) -> dict[str, str]:
     """
     if not isinstance(path_or_file, h5py.File):
         with h5py.File(checked(path_or_file), "r") as h5:
-            return table_units(h5, name)
+            return table_columns(h5, name)
     if name not in path_or_file:
         raise KeyError(f"{path_or_file.filename}: no table {name!r}")
-    group = path_or_file[name]
-    return {col: str(group[col].attrs.get("units", "")) for col in json.loads(group.attrs["columns"])}
+    return {col: (str(ds.attrs.get("units", "")), str(ds.attrs.get("description", "")))
+            for col, ds in _columns(path_or_file[name])}

@@ -32,14 +32,15 @@ def _value(v) -> str:
 
 
 def _table_lines(h5, name: str, limit: int | None) -> list[str]:
-    from hpcbench.results.reader import read_table, table_units
+    from hpcbench.results.reader import read_table, table_columns
     from hpcbench.runtime.texttable import render
 
     group = h5[name]
     rows = int(group.attrs.get("rows", 0))
     lines = [f"  {name}: {rows} rows. {group.attrs.get('description', '')}".rstrip()]
-    units = table_units(h5, name)
-    cols = [(c, units[c], str(group[c].attrs.get("description", ""))) for c in units]
+    meta = table_columns(h5, name)
+    units = {c: u for c, (u, _) in meta.items()}
+    cols = [(c, u, d) for c, (u, d) in meta.items()]
     lines += ["    " + line for line in render(("column", "units", "meaning"), cols)]
     if rows and limit != 0:
         data = read_table(h5, name)

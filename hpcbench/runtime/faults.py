@@ -19,7 +19,7 @@ __all__ = ["FaultSpec", "arm", "fault_point"]
 
 
 class FaultSpec:
-    """A parsed ``--fault-inject RANK:STEP:MODE`` for a job of ``size`` ranks.
+    """A parsed ``--fault-inject RANK:STEP:MODE`` for a job of ``world_size`` ranks.
 
     Raises
     ------
@@ -28,7 +28,7 @@ class FaultSpec:
         or STEP is below 1; the message names ``--fault-inject``.
     """
 
-    def __init__(self, spec: str, size: int):
+    def __init__(self, spec: str, world_size: int):
         try:
             rank, step, mode = spec.split(":")
             self.rank, self.step, self.mode = int(rank), int(step), mode
@@ -36,8 +36,8 @@ class FaultSpec:
             raise InputError(f"--fault-inject: expected RANK:STEP:MODE, got {spec!r}") from None
         if self.mode not in ("raise", "input", "exit"):
             raise InputError(f"--fault-inject: MODE must be 'raise', 'input' or 'exit', got {self.mode!r}")
-        if not 0 <= self.rank < size:
-            raise InputError(f"--fault-inject: RANK {self.rank} is not a rank of this job (0..{size - 1})")
+        if not 0 <= self.rank < world_size:
+            raise InputError(f"--fault-inject: RANK {self.rank} is not a rank of this job (0..{world_size - 1})")
         if self.step < 1:
             raise InputError(f"--fault-inject: STEP {self.step} must be >= 1 (steps count from 1)")
 

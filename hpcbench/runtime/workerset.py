@@ -135,8 +135,9 @@ class WorkerSet:
     ----------
     comm : mpi4py.MPI.Comm
         The active communicator (``MPI.COMM_NULL`` on a waiting rank).
-    size : int
-        Active workers.
+    workers : int
+        Active workers (the size of :attr:`comm` on an active rank; the
+        world's ranks beyond them wait in the pool).
 
     Raises
     ------
@@ -149,14 +150,14 @@ class WorkerSet:
             raise ValueError(f"active workers must be in 1..{world.size}, got {active!r}")
         self.world = world
         self.control = world.Dup()
-        self.size = int(active)
+        self.workers = int(active)
         self.comm = world.Split(0 if world.rank < active else MPI.UNDEFINED, world.rank)
         self._closed = False
 
     @property
     def active(self) -> bool:
         """Whether this rank is an active worker."""
-        return self.world.rank < self.size
+        return self.world.rank < self.workers
 
     # -- waiting ranks --------------------------------------------------------------------------------
     def wait(self) -> Activation | None:
@@ -173,7 +174,7 @@ class WorkerSet:
                 return None
             t0 = time.perf_counter()
             comm = self.world.Split(0 if self.world.rank < n1 else MPI.UNDEFINED, self.world.rank)
-            self.size = n1
+            self.workers = n1
             if comm == MPI.COMM_NULL:
                 continue        # not this grow
             phases = ResizePhases("grow", old, n1, communicator_s=time.perf_counter() - t0)
@@ -217,14 +218,14 @@ class WorkerSet:
         ValueError
             ``n1`` out of range, or equal to the current size.
         """
-        n0 = self.size
+        n0 = self.workers
         if not 1 <= n1 <= self.world.size or n1 == n0:
             raise ValueError(f"resize to {n1!r} workers: need 1..{self.world.size} and a change from {n0}")
         if n1 < n0:
             t0 = time.perf_counter()
             comm = self.comm.Split(0 if self.comm.rank < n1 else MPI.UNDEFINED, self.comm.rank)
             self.comm.Free()
-            self.comm, self.size = comm, n1
+            self.comm, self.workers = comm, n1
             return ResizePhases("shrink", n0, n1, communicator_s=time.perf_counter() - t0)
         state = np.zeros(0, dtype=np.uint8) if state is None else np.ascontiguousarray(state).view(np.uint8)
         t0 = time.perf_counter()
@@ -233,7 +234,7 @@ class WorkerSet:
         comm = self.world.Split(0, self.world.rank)
         t2 = time.perf_counter()
         self.comm.Free()
-        self.comm, self.size = comm, n1
+        self.comm, self.workers = comm, n1
         head = pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL) if comm.rank == 0 else b""
         sleep_bcast(comm, (header, state.nbytes) if comm.rank == 0 else None)
         targets = list(range(n0 + comm.rank, n1, n0)) if state.nbytes else []
@@ -247,7 +248,7 @@ class WorkerSet:
         """End the set: the waiting ranks return None from :meth:`wait` (collective over the active ranks and
         the waiting ones); frees the communicators."""
         if not self._closed and self.active:
-            sleep_wait(self.control.Ibcast(np.array([0, self.size], dtype=np.int64), root=0))
+            sleep_wait(self.control.Ibcast(np.array([0, self.workers], dtype=np.int64), root=0))
         self._closed = True
         if self.comm != MPI.COMM_NULL:
             self.comm.Free()

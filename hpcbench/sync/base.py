@@ -68,14 +68,14 @@ class SyncConfig(StrategyConfig):
         return self.label or (f"{name}:{self.schedule}" if self.schedule else name)
 
 
-def allreduce_time(algorithm: str, nbytes: int, p: int, alpha_s: float, beta_s_per_byte: float) -> float:
-    """Alpha-beta seconds of one allreduce of ``nbytes`` per rank on ``p`` ranks (0 when ``p == 1`` or nothing
+def allreduce_time(algorithm: str, nbytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
+    """Alpha-beta seconds of one allreduce of ``nbytes`` per rank on ``world_size`` ranks (0 when ``world_size == 1`` or nothing
     is sent), :func:`hpcbench.collectives.cost.predict_allreduce`."""
-    if p == 1 or nbytes == 0:
+    if world_size == 1 or nbytes == 0:
         return 0.0
     from hpcbench.collectives.cost import predict_allreduce
 
-    return predict_allreduce(algorithm, int(nbytes), p, alpha_s, beta_s_per_byte)
+    return predict_allreduce(algorithm, int(nbytes), world_size, alpha_s, beta_s_per_byte)
 
 
 class Synchroniser(ABC):
@@ -140,8 +140,8 @@ class Synchroniser(ABC):
         self.device = device if device is not None else CPU
 
     @classmethod
-    def message_time(cls, config: SyncConfig, nbytes: int, p: int, alpha_s: float, beta_s_per_byte: float) -> float:
-        """Alpha-beta seconds of one synchronisation of ``nbytes`` per rank on ``p`` ranks (NaN: no model).
+    def message_time(cls, config: SyncConfig, nbytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
+        """Alpha-beta seconds of one synchronisation of ``nbytes`` per rank on ``world_size`` ranks (NaN: no model).
 
         Parameters
         ----------
@@ -149,14 +149,14 @@ class Synchroniser(ABC):
             The entry's section (a synchroniser whose algorithm is an option reads it).
         nbytes : int
             Bytes per rank (a bucket, or the model).
-        p : int
-            Workers.
+        world_size : int
+            Ranks of the synchronising communicator (the active workers).
         alpha_s, beta_s_per_byte : float
             Link latency (s) and inverse bandwidth (s/B).
         """
         if cls.cost_model is None:
             return math.nan
-        return allreduce_time(cls.cost_model, nbytes, p, alpha_s, beta_s_per_byte)
+        return allreduce_time(cls.cost_model, nbytes, world_size, alpha_s, beta_s_per_byte)
 
     # -- "gradients" and "models" ------------------------------------------------------------
     def start(self, flat: torch.Tensor, index: int) -> Any:
@@ -284,8 +284,8 @@ class Synchroniser(ABC):
         return None
 
     @property
-    def kept_fraction(self) -> float:
-        """Fraction of the gradient's elements sent (1: uncompressed; the telemetry's ``compress_ratio``)."""
+    def ratio(self) -> float:
+        """Fraction of the gradient's elements sent (1: uncompressed; the telemetry's ``ratio``)."""
         return 1.0
 
     def close(self) -> None:

@@ -171,11 +171,11 @@ class CompressedSync(Synchroniser):
 
         if not self.adjusts_ratio(self.config):
             super().use_ratio(ratio)
-        self.compressor.compress_ratio = check_ratio(ratio)
+        self.compressor.ratio = check_ratio(ratio)
 
     @property
-    def kept_fraction(self) -> float:
-        return float(getattr(self.compressor, "compress_ratio", 1.0))
+    def ratio(self) -> float:
+        return float(getattr(self.compressor, "ratio", 1.0))
 
     def start(self, flat, index):
         flat = self._as_tensor(flat)      # an emulated run's numpy bucket: a tensor sharing its memory

@@ -27,9 +27,9 @@ class PairSync(Synchroniser):
     cost_model = "pair"     # its own: message_time below
 
     @classmethod
-    def message_time(cls, config, nbytes, p, alpha_s, beta_s_per_byte):
-        """One exchange of ``nbytes`` with one peer, both ways at once: ``alpha + nbytes beta`` (0 when ``p == 1``)."""
-        if p == 1 or nbytes == 0:
+    def message_time(cls, config, nbytes, world_size, alpha_s, beta_s_per_byte):
+        """One exchange of ``nbytes`` with one peer, both ways at once: ``alpha + nbytes beta`` (0 when ``world_size == 1``)."""
+        if world_size == 1 or nbytes == 0:
             return 0.0
         return alpha_s + nbytes * beta_s_per_byte
 

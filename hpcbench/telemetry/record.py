@@ -10,7 +10,7 @@ ms) to its controller (``backend/src/proto/message.proto``, messages
 keeps the same quantities in seconds and bit/s, records both readings of
 the bandwidth meter (StellaTrain reports only the highest 100 ms bin) and
 the compression as the fraction *kept* (StellaTrain's ``compression_rate``
-is the fraction dropped: ``1 - compress_ratio``).
+is the fraction dropped: ``1 - ratio``).
 
 Every field carries its unit and meaning in its metadata; the HDF5 table
 (:func:`hpcbench.results.records.columns_of`) and the docs are built from them.
@@ -66,7 +66,7 @@ class TelemetryRecord:
         Samples per micro-batch on this rank (``ubatch_size``).
     grad_accumulation : int
         Micro-batches accumulated per step (``gradient_accumulation``).
-    compress_ratio : float
+    ratio : float
         Fraction of the gradient's elements kept (``1 - compression_rate``).
     recv_busy_bps : float
         Bytes received during the step over those transfers' own seconds on
@@ -88,7 +88,7 @@ class TelemetryRecord:
     recv_mean_bps: float = unit_field("bit/s", "gradient receive throughput: mean over the last 1 s")
     micro_batch: int = unit_field("1", "samples per micro-batch")
     grad_accumulation: int = unit_field("1", "micro-batches accumulated per step")
-    compress_ratio: float = unit_field("1", "fraction of gradient elements kept (StellaTrain's compression rate is 1 - this)")
+    ratio: float = unit_field("1", "fraction of gradient elements kept (StellaTrain's compression rate is 1 - this)")
     recv_busy_bps: float = unit_field("bit/s", "bytes received in the step over their seconds on the wire (NaN: none)",
                                       default=float("nan"))
 

@@ -64,13 +64,13 @@ class ElasticConfig(Strict):
             raise ValueError(f"workers: {self.workers} differs from the schedule's key 0 ({self.schedule[0]})")
         return self
 
-    def initial(self, world: int) -> int:
-        """Active workers at the start of a run on ``world`` ranks."""
+    def initial(self, world_size: int) -> int:
+        """Active workers at the start of a run on ``world_size`` ranks."""
         if self.workers is not None:
             return self.workers
         if self.schedule and 0 in self.schedule:
             return self.schedule[0]
-        return world
+        return world_size
 
 
 class TrainDatasetConfig(Strict):
@@ -269,6 +269,16 @@ class TrainConfig(Strict):
         ``monitor_interval``)."""
         return [_monitor_entry(m) for m in self.monitors]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data):
+        from hpcbench.runtime.renamed import MOVED_TRAIN_KEYS, retired_key
+
+        for old, new in MOVED_TRAIN_KEYS.items():
+            if isinstance(data, dict) and old in data:
+                raise ValueError(retired_key(f"{old}: {short_repr(data[old])}", new))
+        return data
+
     @model_validator(mode="after")
     def _workload(self):
         """The model and its data fit: a callable needs a dataset; a registered model trains on its own data
@@ -426,7 +436,7 @@ class TrainConfig(Strict):
             if missing:
                 raise ValueError(f"policies.{i}: {p.name!r} decides {', '.join(missing)}, which the training "
                                  f"runner cannot apply (it applies {', '.join(APPLIERS)})")
-            if "compress_ratio" in cls.decides:
+            if "ratio" in cls.decides:
                 bad = [lab for lab, sec, _ in self.sync_entries() if not SYNCHRONISERS[sec.name].adjusts_ratio(sec)]
                 if bad:
                     raise ValueError(f"policies.{i}: {p.name!r} sets the compression ratio; sync {bad[0]!r} cannot "

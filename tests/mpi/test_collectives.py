@@ -330,7 +330,7 @@ def test_dense_and_compressed_tags_never_collide(comm):
 
         x = np.full(1 << 16, float(r + 1), dtype=np.float32)     # ring: several messages
         g = torch.arange(4000, dtype=torch.float32) * (r + 1)    # same top-k indices everywhere
-        comp = create("topk", compress_ratio=0.1)
+        comp = create("topk", ratio=0.1)
 
         def dense():
             return hc.iallreduce(x, algorithm="ring", comm=comm, name=name)

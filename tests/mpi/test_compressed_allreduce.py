@@ -78,7 +78,7 @@ def test_nonblocking_forms_overlap(comm):
 
 def test_error_feedback_through_collective(comm):
     torch.manual_seed(comm.rank)
-    mem, c = ErrorFeedback(), create("thresholdv", compress_ratio=0.1)
+    mem, c = ErrorFeedback(), create("thresholdv", ratio=0.1)
     total_in = torch.zeros(200)
     total_out = torch.zeros(200)
     for step in range(5):
@@ -199,8 +199,8 @@ def test_large_topk_with_error_feedback_is_exact_and_sends_elias_fano_indices(co
     n, ratio, steps = 300_000, 0.01, 3
     k = int(np.ceil(ratio * n))
     tr = LinkTransport(comm, alpha=0.0, beta="100Gbit")
-    c, mem = create("topk", compress_ratio=ratio), ErrorFeedback()
-    twins = [(create("topk", compress_ratio=ratio), ErrorFeedback()) for _ in range(comm.size)]
+    c, mem = create("topk", ratio=ratio), ErrorFeedback()
+    twins = [(create("topk", ratio=ratio), ErrorFeedback()) for _ in range(comm.size)]
     out = torch.empty(n)
     for step in range(steps):
         grads = [torch.randn(n, generator=torch.Generator().manual_seed(97 * r + step))
@@ -233,7 +233,7 @@ def test_sparse_output_feeds_the_sparse_optimizer(comm, algorithm, make):
     sparse_opt, dense_opt = make(), make()
     x_sparse = torch.zeros(n)
     x_dense = torch.zeros(n)
-    c1, c2 = build("topk", compress_ratio=0.01), build("topk", compress_ratio=0.01)
+    c1, c2 = build("topk", ratio=0.01), build("topk", ratio=0.01)
     m1, m2 = ErrorFeedback(), ErrorFeedback()
     for step in range(3):
         g = torch.from_numpy(np.random.default_rng(100 * comm.rank + step).standard_normal(n).astype(np.float32))

@@ -36,7 +36,7 @@ def test_controller_decides_batches_and_ratio_for_every_rank_from_metered_teleme
     real = telemetryhook.TelemetryHook.measure
 
     def measure(self, ctx, rec):
-        seen.append((ctx.info.step, ctx.state.local, ctx.sync.kept_fraction, tuple(ctx.state.sizes)))
+        seen.append((ctx.info.step, ctx.state.local, ctx.sync.ratio, tuple(ctx.state.sizes)))
         return real(self, ctx, rec)
 
     monkeypatch.setattr(telemetryhook.TelemetryHook, "measure", measure)
@@ -68,19 +68,19 @@ def test_controller_decides_batches_and_ratio_for_every_rank_from_metered_teleme
     ctl = read_table(out, "controller")
     dec = read_table(out, "decisions")
     assert len(ctl["step"]) >= 1 and list(dec["policy"].astype(str)) == ["stellatrain"] * (len(ctl["step"]) + 1)
-    assert dec["step"][0] == 0 and dec["compress_ratio"][0] == 0.2          # the initial ratio from step 0
+    assert dec["step"][0] == 0 and dec["ratio"][0] == 0.2          # the initial ratio from step 0
     np.testing.assert_array_equal(dec["step"][1:], ctl["effective_step"])
     np.testing.assert_array_equal(dec["decided_step"][1:] + 3, ctl["effective_step"])      # latest + 3
     bounds = np.resize([16, 12], p)
     by_step = {s: (sizes, kept) for s, _, kept, sizes in seen}
-    for eff, batches, ratio in zip(ctl["effective_step"], ctl["batch_sizes"].astype(str), ctl["compress_ratio"]):
+    for eff, batches, ratio in zip(ctl["effective_step"], ctl["batch_sizes"].astype(str), ctl["ratio"]):
         b = tuple(int(x) for x in batches.split(","))
         assert len(b) == p and all(2 <= x <= u for x, u in zip(b, bounds))
         if eff < steps:
             assert by_step[eff] == (b, ratio)
             rows = tel["step"] == eff
             np.testing.assert_array_equal(tel["micro_batch"][rows], b)
-            np.testing.assert_array_equal(tel["compress_ratio"][rows], ratio)
+            np.testing.assert_array_equal(tel["ratio"][rows], ratio)
     rows = read_table(out, "steps")       # the machinery's own time, the claims' overhead numerator
     assert np.all(np.isfinite(rows["policy_s"]) & (rows["policy_s"] > 0)) and np.all(rows["telemetry_s"] > 0)
     # seconds (not ms or ns): the machinery's time is a part of the run's, both measured in this process

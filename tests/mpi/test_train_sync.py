@@ -164,15 +164,15 @@ def test_local_squared_norm_is_the_norm_before_synchronisation(comm, arrays):
     assert rec.local_sq_norm == pytest.approx(want, rel=1e-6)
 
 
-@pytest.mark.parametrize("compressor,opts", [("topk", {"compress_ratio": 0.1}), ("qsgd", {})])
+@pytest.mark.parametrize("compressor,opts", [("topk", {"ratio": 0.1}), ("qsgd", {})])
 def test_compressed_is_the_dense_allreduce_of_the_decompressed_contributions(comm, compressor, opts):
     """Two steps (error feedback in play): the bucket becomes sum_r D(C(g_r + e_r)) / p."""
     from hpcbench.compress import registry
     from hpcbench.compress.memory import ErrorFeedback
 
-    section = {"name": compressor, "ratio": opts.get("compress_ratio")}
+    section = {"name": compressor, "ratio": opts.get("ratio")}
     sync = get("compressed")(comm, None, get("compressed").Config(compressor=section), seed=3)
-    ref = registry.build(compressor, compress_ratio=opts.get("compress_ratio"), seed=3 * 1009 + comm.rank)
+    ref = registry.build(compressor, ratio=opts.get("ratio"), seed=3 * 1009 + comm.rank)
     mem = ErrorFeedback()
     gen = torch.Generator().manual_seed(comm.rank)
     for step in range(2):

@@ -47,7 +47,7 @@ def train(compressor: str, comm: MPI.Comm, steps: int = 300, batch: int = 32, lr
     -----
     The learning rate is ``lr * compressor.lr_scale`` (a documented,
     per-method attribute: 0.3 for signSGD, 0.5 for EF-signSGD,
-    ``2 * compress_ratio`` for random-k, 1 otherwise) unless ``lr_scale`` is
+    ``2 * ratio`` for random-k, 1 otherwise) unless ``lr_scale`` is
     given explicitly (sweeps).
     """
     Xtr, Xte, ytr, yte = _data(seed)

@@ -7,7 +7,7 @@ the same sizes in the same run), ``allreduce`` (end-to-end time of error-compens
 compressed allreduce vs the dense ring allreduce on the same modelled link,
 measured side by side in one run: max over ranks, median over repeats) and,
 with ``--convergence``, ``convergence`` (digits MLP, see
-:mod:`hpcbench.bench.compress.convergence`). ``compress_ratio`` is the fraction of
+:mod:`hpcbench.bench.compress.convergence`). ``ratio`` is the fraction of
 elements kept.
 
 Where the time goes. Every allreduce row also holds a per-rank breakdown
@@ -38,7 +38,7 @@ __all__ = ["CompressJob"]
 
 LOCAL_COLUMNS = [
     ("compressor", "str", "1", ""), ("size_bytes", "i8", "B", ""),
-    ("compress_ratio", "f8", "1", "fraction of elements kept"),
+    ("ratio", "f8", "1", "fraction of elements kept"),
     ("compress_s", "f8", "s", ""), ("decompress_s", "f8", "s", ""),
     ("throughput", "f8", "GB/s", "input bytes / compress time"),
     ("wire_ratio", "f8", "1", "payload bytes / dense bytes"),
@@ -126,7 +126,7 @@ class CompressJob(Job):
                        help=f"comma list from: {', '.join(names())}")
         p.add_argument("--sizes-mb", type=_csv(_positive_mb), default=[4.0],
                        help="gradient sizes in MB of float32 (comma list)")
-        p.add_argument("--ratio", type=float, default=0.01, help="compress_ratio: fraction KEPT, (0, 1]")
+        p.add_argument("--ratio", type=float, default=0.01, help="fraction of elements KEPT, (0, 1]")
         p.add_argument("--link", type=_csv(_link), default=["1Gbit"],
                        help="modelled bandwidths, e.g. 100Mbit,1Gbit,10Gbit")
         p.add_argument("--alpha", type=float, default=5e-5, help="per-message latency in seconds")
@@ -149,7 +149,7 @@ class CompressJob(Job):
 
     def configure(self, a: argparse.Namespace) -> None:
         if not 0 < a.ratio <= 1:
-            raise InputError(f"--ratio (compress_ratio, fraction kept) must be in (0, 1], got {a.ratio}")
+            raise InputError(f"--ratio (fraction kept) must be in (0, 1], got {a.ratio}")
         if a.alpha < 0:
             raise InputError(f"--alpha must be >= 0, got {a.alpha}")
         if a.repeats < 1 or a.warmup < 0 or a.steps < 1:
@@ -275,7 +275,7 @@ class CompressJob(Job):
                 r = local(name, n, a)
                 if r:
                     vs = ref / r["compress_s"] if r["compress_s"] > 0 else math.inf
-                    table.append({"compressor": name, "size_bytes": 4 * n, "compress_ratio": a.ratio,
+                    table.append({"compressor": name, "size_bytes": 4 * n, "ratio": a.ratio,
                                   "compress_s": r["compress_s"], "decompress_s": r["decompress_s"],
                                   "throughput": r["throughput_GBps"], "wire_ratio": r["wire_ratio"],
                                   "recall": r["recall"], "vs_torch_topk": vs})

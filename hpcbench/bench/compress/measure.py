@@ -15,7 +15,7 @@ __all__ = ["make", "gradient", "local", "torch_topk_s", "STATS", "timed_steps", 
 
 def make(name: str, ratio: float, rank: int):
     """Compressor ``name`` keeping ``ratio`` of the elements where it takes a ratio, seeded by ``rank``."""
-    return build(name, compress_ratio=ratio, seed=rank)
+    return build(name, ratio=ratio, seed=rank)
 
 
 def gradient(n: int, step: int, rank: int, seed: int) -> torch.Tensor:

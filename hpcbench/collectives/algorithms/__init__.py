@@ -74,9 +74,9 @@ def names() -> list[str]:
     return [n for n in order if n in ALGORITHMS] + sorted(set(ALGORITHMS) - set(order))
 
 
-def check_options(alg: Algorithm, options: dict, p: int) -> None:
+def check_options(alg: Algorithm, options: dict, world_size: int) -> None:
     """Refuse, before any message, options ``alg`` does not declare (its ``Config``) or whose values do not fit
-    ``p`` ranks (its ``check``).
+    ``world_size`` ranks (its ``check``).
 
     Raises
     ------
@@ -89,7 +89,7 @@ def check_options(alg: Algorithm, options: dict, p: int) -> None:
             raise ValueError(f"{key}: the {alg.name} allreduce algorithm takes no option {key!r} (its options: "
                              f"{', '.join(declared) or 'none'})")
     if alg.check is not None:
-        alg.check(p, **options)
+        alg.check(world_size, **options)
 
 
 @functools.lru_cache(maxsize=4)

@@ -128,7 +128,7 @@ def star_bcast(tr, tag, dst, ranks):
 
 def reduce_then_bcast(tr, tag, dst, red, ctx, reduce, bcast):
     """Allreduce over all ranks as ``reduce`` to rank 0, finalize there, then ``bcast``."""
-    ranks = list(range(tr.size))
+    ranks = list(range(tr.world_size))
     yield from reduce(tr, tag, dst, red, ctx, ranks)
     if tr.rank == 0:
         red.finalize(dst)

@@ -115,7 +115,7 @@ def hierarchical_allreduce(tr, tag, src, dst, red, ctx, local_size=None, **_):
     """
     if start_allreduce(tr, src, dst, red):
         return
-    gs = groups(ctx, tr.size, local_size)
+    gs = groups(ctx, tr.world_size, local_size)
     mine = next(g for g in gs if tr.rank in g)
     nshards = min(len(g) for g in gs)
     shards = partition(dst.size, nshards)

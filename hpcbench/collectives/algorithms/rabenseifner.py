@@ -38,7 +38,7 @@ def fold_layout(n: int, r: int):
 
 def fold_setup(tr, dst, ctx):
     """``(p2, rem, newrank, tmpbuf, tmp)``: the fold layout and a borrowed scratch vector like ``dst``."""
-    p2, rem, newrank = fold_layout(tr.size, tr.rank)
+    p2, rem, newrank = fold_layout(tr.world_size, tr.rank)
     tmpbuf = ctx.borrow(dst.size * dst.dtype.itemsize)
     return p2, rem, newrank, tmpbuf, scratch_view(tmpbuf, dst.dtype, dst.size)
 

@@ -34,15 +34,18 @@ class Algorithm:
         One line with the reference.
     schedule : callable or None
         The schedule of blocking calls on small buffers (see module
-        docstring), or None.
+        docstring), or None: ``schedule(n, rank, count, itemsize, inplace)``,
+        ``n`` the world size (the formulas' letter; docs/architecture.md, "Names").
     cost : callable or None
-        The alpha-beta-gamma cost model (see module docstring).
+        The alpha-beta-gamma cost model (see module docstring):
+        ``cost(nbytes, p, alpha, beta, gamma, local_size=None)``, ``p`` the
+        world size as in Thakur, Rabenseifner and Gropp (2005).
     Config : type of StrategyConfig
         Its options (keywords of ``fn`` beyond the common ones), the base class for none: a config or a
         decision names the algorithm as a section ``{name: NAME, ...its options}``.
     check : callable or None
-        ``check(p, **options)``: raises ``ValueError`` naming the option when its value does not fit ``p``
-        ranks, before any message is sent.
+        ``check(world_size, **options)``: raises ``ValueError`` naming the option when its value does not
+        fit ``world_size`` ranks, before any message is sent.
     links_cost : callable or None
         ``links_cost(nbytes, alpha, betas) -> seconds`` over links of different speeds (one ``beta`` per
         rank, :mod:`hpcbench.collectives.linkcost`); None: the cost model at the slowest link.

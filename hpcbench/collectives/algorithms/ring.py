@@ -38,7 +38,7 @@ def ring_phases(tr, tag, src, dst, red, ctx, bounds, reduce_scatter=True, allgat
         ``dst`` holds the reduction on rank ``r`` (finalized for ``avg``); the
         allgather phase assumes block ``r`` of ``dst`` is this rank's block.
     """
-    n, r = tr.size, tr.rank
+    n, r = tr.world_size, tr.rank
     if n == 1:
         if not is_inplace(src, dst):
             dst[...] = src
@@ -142,7 +142,7 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds):
     (:meth:`~hpcbench.collectives._core.Context.take_scratch`).
     :func:`ring_schedule` describes the same steps for persistent plans.
     """
-    n, r = tr.size, tr.rank
+    n, r = tr.world_size, tr.rank
     right, left = (r + 1) % n, (r - 1) % n
     inplace = src is dst or is_inplace(src, dst)
     tmp = ctx.take_scratch(dst.dtype, max(bounds[i + 1] - bounds[i] for i in range(n))) \
@@ -171,8 +171,8 @@ def ring_single(tr, tag, src, dst, red, ctx, bounds):
           description="ring reduce-scatter + allgather, pipelined (Patarasuk & Yuan 2009)")
 def ring_allreduce(tr, tag, src, dst, red, ctx, **_):
     """Ring allreduce of ``src`` into ``dst`` (see module docstring)."""
-    bounds = partition(dst.size, tr.size)
-    if tr.size > 1 and dst.size and _one_segment(bounds, dst.dtype.itemsize):
+    bounds = partition(dst.size, tr.world_size)
+    if tr.world_size > 1 and dst.size and _one_segment(bounds, dst.dtype.itemsize):
         yield from ring_single(tr, tag, src, dst, red, ctx, bounds)
         return
     yield from ring_phases(tr, tag, src, dst, red, ctx, bounds)

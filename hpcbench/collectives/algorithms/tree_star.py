@@ -37,7 +37,7 @@ def binary_tree_star_allreduce(tr, tag, src, dst, red, ctx, local_size=None, **_
     """
     if start_allreduce(tr, src, dst, red):
         return
-    n = tr.size
+    n = tr.world_size
     gs = groups(ctx, n, local_size)
     mine = next(g for g in gs if tr.rank in g)
     leaders = [g[0] for g in gs]

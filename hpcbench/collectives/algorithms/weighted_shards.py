@@ -55,18 +55,18 @@ __all__ = ["weighted_shards_allreduce", "weighted_shards_schedule", "weighted_sh
 CHUNK_BYTES = 1 << 22
 
 
-def shard_fractions(weights, p: int) -> np.ndarray:
-    """``weights`` (one relative shard size per rank) normalised to sum 1, float64 shape ``(p,)``; equal for
-    None. Raises ValueError naming ``weights`` when they are not ``p`` finite numbers >= 0 with a positive
+def shard_fractions(weights, world_size: int) -> np.ndarray:
+    """``weights`` (one relative shard size per rank) normalised to sum 1, float64 shape ``(world_size,)``; equal for
+    None. Raises ValueError naming ``weights`` when they are not ``world_size`` finite numbers >= 0 with a positive
     sum."""
     if weights is None:
-        return np.full(p, 1.0 / p)
+        return np.full(world_size, 1.0 / world_size)
     try:
         w = np.asarray(weights, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
-        raise ValueError(f"weights: expected {p} numbers, got {weights!r}") from None
-    if w.size != p or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-        raise ValueError(f"weights: expected {p} finite numbers >= 0 (one per rank) with a positive sum, "
+        raise ValueError(f"weights: expected {world_size} numbers, got {weights!r}") from None
+    if w.size != world_size or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise ValueError(f"weights: expected {world_size} finite numbers >= 0 (one per rank) with a positive sum, "
                          f"got {weights!r}")
     return w / w.sum()
 
@@ -75,14 +75,14 @@ def _chunks(count: int, itemsize: int) -> int:
     return max(1, -(-count * itemsize // CHUNK_BYTES))
 
 
-def shard_bounds(count: int, itemsize: int, p: int, weights=None) -> list[list[int]]:
+def shard_bounds(count: int, itemsize: int, world_size: int, weights=None) -> list[list[int]]:
     """Element offsets of every chunk's shards.
 
     Parameters
     ----------
     count, itemsize : int
         Elements of the buffer and bytes per element.
-    p : int
+    world_size : int
         Ranks.
     weights : sequence of float, optional
         Relative shard size of each rank (see :func:`shard_fractions`); None: equal.
@@ -90,7 +90,7 @@ def shard_bounds(count: int, itemsize: int, p: int, weights=None) -> list[list[i
     Returns
     -------
     list of list of int
-        One list of ``p + 1`` increasing offsets per chunk: rank ``r`` owns
+        One list of ``world_size + 1`` increasing offsets per chunk: rank ``r`` owns
         ``[b[r], b[r + 1])`` of the chunk. Chunks are :func:`partition` of
         ``count`` into ``ceil(count * itemsize / CHUNK_BYTES)``; within a
         chunk of ``n`` elements, ``b[r] = lo + floor(n * sum(w[:r]))``
@@ -101,7 +101,7 @@ def shard_bounds(count: int, itemsize: int, p: int, weights=None) -> list[list[i
     ValueError
         Bad ``weights``.
     """
-    f = shard_fractions(weights, p)
+    f = shard_fractions(weights, world_size)
     cum = np.concatenate([[0.0], np.cumsum(f)[:-1]])
     out = []
     offs = partition(count, _chunks(count, itemsize))
@@ -125,9 +125,9 @@ class Config(StrategyConfig):
         return v if v is None else tuple(float(w) for w in v)
 
 
-def check(p: int, weights=None) -> None:
-    """Refuse ``weights`` that are not ``p`` finite numbers >= 0 with a positive sum (``ValueError``)."""
-    shard_fractions(weights, p)
+def check(world_size: int, weights=None) -> None:
+    """Refuse ``weights`` that are not ``world_size`` finite numbers >= 0 with a positive sum (``ValueError``)."""
+    shard_fractions(weights, world_size)
 
 
 @register("weighted_shards", deterministic=True,
@@ -140,7 +140,7 @@ def weighted_shards_allreduce(tr, tag, src, dst, red, ctx, weights=None, **_):
     same on every rank; None gives equal shards. Raises ValueError for bad
     ``weights``.
     """
-    n = tr.size
+    n = tr.world_size
     if weights is not None:
         shard_fractions(weights, n)          # refuse bad weights before any message
     if start_allreduce(tr, src, dst, red):

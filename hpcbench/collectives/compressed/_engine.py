@@ -139,7 +139,7 @@ def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[
     posted, so that decoding block ``i`` overlaps the next step on the wire
     (the last block's call follows the last step).
     """
-    P, r = tr.size, tr.rank
+    P, r = tr.world_size, tr.rank
     blocks = [mine if i == r else np.empty(int(nbytes[i]), np.uint8) for i in range(P)]
     right, left = (r + 1) % P, (r - 1) % P
     if P == 1 and during_first_step is not None:
@@ -162,7 +162,7 @@ def ring_allgatherv(tr: Transport, tag: int, mine: np.ndarray, nbytes: Sequence[
 def allgather_sizes(tr: Transport, tag: int, sizes: Sequence[int]):
     """Generator: every rank's list of part sizes (fixed count of int64 each)."""
     mine = np.asarray(sizes, dtype=np.int64)
-    blocks = yield from ring_allgatherv(tr, tag, mine.view(np.uint8), [mine.nbytes] * tr.size)
+    blocks = yield from ring_allgatherv(tr, tag, mine.view(np.uint8), [mine.nbytes] * tr.world_size)
     return [b.view(np.int64).tolist() for b in blocks]
 
 
@@ -172,7 +172,7 @@ def ring_allreduce(tr: Transport, tag: int, x: torch.Tensor):
     Reduce-scatter then allgather over ``P`` near-equal segments; each rank
     sends ``2 (P - 1) / P`` of the data.
     """
-    P, r = tr.size, tr.rank
+    P, r = tr.world_size, tr.rank
     out = x.detach().clone().contiguous().view(-1)
     if P == 1 or out.numel() == 0:
         return out

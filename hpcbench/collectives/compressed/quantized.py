@@ -19,8 +19,8 @@ def quantized_allgather_gen(tr: Transport, tag: int, payload, ctx, compressor):
     Returns a flat tensor of ``ctx.numel`` elements in ``ctx.dtype``.
     """
     buf, sizes = pack(payload)
-    if compressor.fixed_size or tr.size == 1:
-        all_sizes = [sizes] * tr.size
+    if compressor.fixed_size or tr.world_size == 1:
+        all_sizes = [sizes] * tr.world_size
     else:
         all_sizes = yield from allgather_sizes(tr, tag + 2, sizes)
     nbytes = [sum(aligned(s) for s in ss) if len(ss) > 1 else ss[0] for ss in all_sizes]

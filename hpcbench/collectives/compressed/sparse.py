@@ -78,7 +78,7 @@ def sparse_allgather_gen(tr: Transport, tag: int, payload, ctx, fixed_size: bool
         ``sum_r decompress(payload_r)``; or its sparse form.
     """
     stamp = PhaseProfile.start()
-    numel, P, r = ctx.numel, tr.size, tr.rank
+    numel, P, r = ctx.numel, tr.world_size, tr.rank
     vdtype = payload[1].dtype
     vsize = payload[1].element_size()
     idx, vraw = index_codec.sort_pairs(payload[0].numpy(), _raw(payload[1]))
@@ -191,7 +191,7 @@ def sparse_ring_gen(tr: Transport, tag: int, payload, ctx, output: str = "dense"
     selections, at most ``numel`` pairs per segment. With ``output="sparse"``
     returns the reduced segments as a :class:`SparseSum` (disjoint, sorted).
     """
-    P, r = tr.size, tr.rank
+    P, r = tr.world_size, tr.rank
     idx, vals = payload[0].long(), payload[1].to(ctx.dtype)
     order = torch.argsort(idx)
     idx, vals = idx[order], vals[order]

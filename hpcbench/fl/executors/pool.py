@@ -114,10 +114,10 @@ class ExecutorPool:
     def __init__(self, comm: MPI.Comm, concurrency, num_params: int, capacity: int) -> None:
         self.comm = comm
         self.rank = comm.rank
-        self.size = comm.size
+        self.world_size = comm.size
         self.num_params = int(num_params)
         self.capacity = int(capacity)
-        self.executors = list(range(1, self.size)) or [0]
+        self.executors = list(range(1, self.world_size)) or [0]
         self.waker = Waker(comm)
         self._nodes = self._placement(concurrency)
         self._models = np.zeros((0, self.num_params), np.float32)
@@ -296,7 +296,7 @@ class ExecutorPool:
 
         None on the other ranks.
         """
-        role = ("aggregator+executor" if self.size == 1 else "aggregator") if self.rank == 0 else "executor"
+        role = ("aggregator+executor" if self.world_size == 1 else "aggregator") if self.rank == 0 else "executor"
         mine = (self.rank, socket.gethostname(), role,
                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, trained, train_wall_s)
         sleep_barrier(self.comm)

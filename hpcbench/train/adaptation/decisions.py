@@ -13,7 +13,7 @@ decide it; a new kind of decision is one applier and one registry line.
 - ``algorithm``: the active synchroniser's allreduce algorithm, for those
   that can switch it (``switches_algorithm``), after the buckets in flight
   complete;
-- ``compress_ratio``: the compressed synchroniser's kept fraction
+- ``ratio``: the compressed synchroniser's kept fraction
   (where ``adjusts_ratio``), from the next buckets on (error feedback kept);
 - ``sync``: a new synchroniser from a ``sync`` section, after the last
   step's communication completes; the replica keeps its model (rank 0's
@@ -67,7 +67,7 @@ class AppliedDecision:
                     learning_rate=float("nan") if d.learning_rate is None else float(d.learning_rate),
                     synchroniser=_text(d.sync), algorithm=_text(d.algorithm),
                     workers=-1 if d.workers is None else int(d.workers),
-                    compress_ratio=float("nan") if d.compress_ratio is None else float(d.compress_ratio),
+                    ratio=float("nan") if d.ratio is None else float(d.ratio),
                     reason=d.reason[:500])
 
 
@@ -105,10 +105,10 @@ def _algorithm(ctx, value) -> None:
     sync.use_algorithm(value)
 
 
-def _compress_ratio(ctx, value) -> None:
+def _ratio(ctx, value) -> None:
     sync = ctx.sync
     if not sync.adjusts_ratio(sync.config):
-        raise ValueError(f"compress_ratio: synchroniser {sync.name!r} has no compressor whose kept fraction can "
+        raise ValueError(f"ratio: synchroniser {sync.name!r} has no compressor whose kept fraction can "
                          f"change (the compressed synchroniser with a compressor that takes a ratio)")
     ctx.worker.settle()     # buckets in flight were encoded at their start: the new ratio is the next start's
     sync.use_ratio(float(value))
@@ -160,7 +160,7 @@ APPLIERS: Registry = Registry("decision field", {
     "algorithm": _algorithm,
     "sync": _sync,
     "workers": _workers,
-    "compress_ratio": _compress_ratio,
+    "ratio": _ratio,
 })
 
 

@@ -199,7 +199,7 @@ class ElasticRun(Hook):
         ValueError
             ``n1`` beyond the ranks started, or a global batch that cannot be split.
         """
-        n0 = self.set.size
+        n0 = self.set.workers
         if n1 == n0:
             return
         if n1 > self.world.size:

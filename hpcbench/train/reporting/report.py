@@ -72,7 +72,7 @@ class Report(Hook):
         self.setup, self.settings, self.clock = setup, setup.settings, clock
         self.tables, self.monitor_columns, self.progress = tables, monitor_columns, progress
         self.tag_entries = tag_entries
-        self.p = setup.comm.size
+        self.world_size = setup.comm.size
         self._rows: dict = defaultdict(list)        # (sync, variant, iteration) -> step rows
         self._iters: dict = defaultdict(list)       # (sync, variant) -> img/s per iteration
         self._acc: dict = {}
@@ -111,7 +111,7 @@ class Report(Hook):
 
     def after_train(self, ctx) -> None:
         """Summaries of each variant; KungFu's closing lines (an elastic run's at its final worker count)."""
-        self.p = ctx.comm.size
+        self.world_size = ctx.comm.size
         self._finish(ctx.label, ctx.sync, ctx.plan.variants, ctx.order)
 
     def on_decision(self, ctx, applied) -> None:
@@ -153,7 +153,7 @@ class Report(Hook):
         prof, plan = setup.profile, setup.plan
         ready = (plan.ready_times(prof.param_ready_s) if self.settings.overlap
                  else np.full(len(plan.buckets), prof.backward_s))
-        return predict_step(prof, plan.nbytes, ready, link_cost(sync, self.p, setup.link.alpha_s,
+        return predict_step(prof, plan.nbytes, ready, link_cost(sync, self.world_size, setup.link.alpha_s,
                                                                  setup.link.beta_s_per_byte),
                             sync.averages, "fifo" if order is None else "priority", setup.bucket_need_s,
                             sync.mix_memory_s(prof))
@@ -186,7 +186,7 @@ class Report(Hook):
         if pooled:
             total = sum(r["global_batch"] for r in rows) / sum(r["step_s"] for r in rows)
             return total / ideal
-        return self.p * mean_per_worker / ideal
+        return self.world_size * mean_per_worker / ideal
 
     def _finish(self, name: str, sync, variant_names: list[str], order=None) -> None:
         pred_step, pred_eff, pred_comm = self._predict(sync, order)
@@ -206,8 +206,8 @@ class Report(Hook):
             overhead = 1.0 - mean / base if base and v != "none" else math.nan
             cost = (monitor - base_monitor) / base_step if base and v != "none" else math.nan
             hidden = [r["hidden_fraction"] for r in rows if r["hidden_fraction"] == r["hidden_fraction"]]
-            s = dict(sync=name, variant=v, status="ok", workers=self.p, img_per_s_worker=mean,
-                     img_per_s_worker_ci=ci, img_per_s_total=self.p * mean, step_s=step, compute_s=compute,
+            s = dict(sync=name, variant=v, status="ok", workers=self.world_size, img_per_s_worker=mean,
+                     img_per_s_worker_ci=ci, img_per_s_total=self.world_size * mean, step_s=step, compute_s=compute,
                      ideal_img_per_s_total=ideal, efficiency=self._efficiency(rows, mean, ideal, pooled),
                      hidden_fraction=float(np.mean(hidden)) if hidden else math.nan,
                      predicted_step_s=pred_step, predicted_efficiency=pred_eff, predicted_comm_s=pred_comm,
@@ -221,7 +221,7 @@ class Report(Hook):
             tag = self._tag(name, v, len(variant_names) > 1)
             say = self.progress.write
             say(f"Img/sec per worker{tag}: {mean:.1f} +-{ci:.1f}")
-            say(f"Total img/sec on {self.p} worker(s){tag}: {self.p * mean:.1f} +-{self.p * ci:.1f}")
+            say(f"Total img/sec on {self.world_size} worker(s){tag}: {self.world_size * mean:.1f} +-{self.world_size * ci:.1f}")
             extra = (f", monitor overhead {100 * overhead:+.1f}% (timed in the monitor: {1e3 * monitor:.1f} ms per "
                      f"step, {100 * cost:+.1f}% of the step without it)" if overhead == overhead else "")
             comm = f"communication {1e3 * s['comm_span_s']:.1f} ms per step"
@@ -244,7 +244,7 @@ class Report(Hook):
         self.progress.write(f"== {name}: skipped ({reason})")
         nan = math.nan
         self.tables["summary"].append(dict(
-            sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.p, img_per_s_worker=nan,
+            sync=name, variant="none", status=f"skipped: {reason}"[:500], workers=self.world_size, img_per_s_worker=nan,
             img_per_s_worker_ci=nan, img_per_s_total=nan, step_s=nan, compute_s=nan, ideal_img_per_s_total=nan,
             efficiency=nan, hidden_fraction=nan, predicted_step_s=nan, predicted_efficiency=nan, predicted_comm_s=nan,
             comm_span_s=nan, policy_s=nan, telemetry_s=nan, monitor_overhead=nan, monitor_s=nan, monitor_cost=nan,

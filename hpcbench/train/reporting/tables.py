@@ -103,7 +103,7 @@ def make_tables(results, monitor_columns: list[str]) -> dict:
         C("synchroniser", "str", "", "new synchroniser ('' unchanged)"),
         C("algorithm", "str", "", "new allreduce algorithm ('' unchanged)"),
         C("workers", "int64", "1", "new worker count (-1: unchanged)"),
-        C("compress_ratio", "float64", "1", "new fraction of gradient elements kept (NaN: unchanged)"),
+        C("ratio", "float64", "1", "new fraction of gradient elements kept (NaN: unchanged)"),
         C("reason", "str", "", "the policy's reason"),
     ], "one row per decision a policy made and the loop applied")
     resizes = results.table("resizes", [

@@ -28,8 +28,8 @@ What hpcbench's step measures, against StellaTrain's fields
   StellaTrain; what :class:`hpcbench.controller.DeliveredBandwidthEstimator`
   reads);
 - ``micro_batch``: this worker's batch; ``grad_accumulation``: 1 (the runner
-  does not accumulate); ``compress_ratio``: the active synchroniser's kept
-  fraction (``Synchroniser.kept_fraction``).
+  does not accumulate); ``ratio``: the active synchroniser's kept
+  fraction (``Synchroniser.ratio``).
 
 The Chrome trace (``chrome_trace: true | PATH``; :mod:`hpcbench.results.chrome_trace`)
 gets, per rank and step, the forward and backward on the ``compute`` track,
@@ -126,7 +126,7 @@ class TelemetryHook(Hook):
             backward_s=rec.backward_s, bwd_fwd_gap_s=gap if gap == gap else 0.0,
             intra_fwd_gap_s=rec.intra_fwd_gap_s, send_peak_bps=send_peak, send_mean_bps=send_mean,
             recv_peak_bps=recv_peak, recv_mean_bps=recv_mean, micro_batch=ctx.state.local, grad_accumulation=1,
-            compress_ratio=float(ctx.sync.kept_fraction), recv_busy_bps=self.meters.delivered_bps())
+            ratio=float(ctx.sync.ratio), recv_busy_bps=self.meters.delivered_bps())
         if self.recorder is not None:
             self._trace(ctx, rec, now, recv_peak, recv_mean)
         return out.vector()

@@ -35,8 +35,8 @@ import numpy as np
 __all__ = ["link_cost", "predict_step"]
 
 
-def link_cost(sync, p: int, alpha_s: float, beta_s_per_byte: float) -> Callable[[int], float] | None:
-    """``nbytes -> seconds`` of one synchronisation by ``sync`` on ``p`` workers over a link of ``alpha_s``,
+def link_cost(sync, world_size: int, alpha_s: float, beta_s_per_byte: float) -> Callable[[int], float] | None:
+    """``nbytes -> seconds`` of one synchronisation by ``sync`` on ``world_size`` workers over a link of ``alpha_s``,
     ``beta_s_per_byte``; None where there is nothing to predict (no cost model, or a link without one
     alpha-beta pair: NaN).
 
@@ -48,7 +48,7 @@ def link_cost(sync, p: int, alpha_s: float, beta_s_per_byte: float) -> Callable[
     if sync.cost_model is None or not (math.isfinite(alpha_s) and math.isfinite(beta_s_per_byte)):
         return None
     config = sync.config if not isinstance(sync, type) else sync.Config()
-    return lambda nbytes: sync.message_time(config, int(nbytes), p, alpha_s, beta_s_per_byte)
+    return lambda nbytes: sync.message_time(config, int(nbytes), world_size, alpha_s, beta_s_per_byte)
 
 
 def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[int], float] | None,
