@@ -459,7 +459,7 @@ def _engines(value: str, passthrough: list[str]) -> list[str]:
 
 #: the engine a peer would call like for like with Flower's one message per client, and why
 LIKE_FOR_LIKE = ("sequential", "one torch model per client, trained one after another, as Flower trains one "
-                               "client per message")
+                               "client per message and pfl one user after another")
 _MODELS = {"numpy": "numpy, no torch: up to 64 clients at once in stacked matrix products (same maths, "
                     "another execution model)",
            "batched": "torch vmap: the clients of one executor at once (another execution model)"}
