@@ -196,3 +196,19 @@ def test_flower_trains_the_same_model_as_hpcbench(tmp_path):
     got = _peer_losses(out)
     for r, loss in losses.items():
         assert got[r] == pytest.approx(loss, rel=1e-4), r
+
+
+def test_a_peer_that_reports_a_crash_and_hangs_is_ended(tmp_path):
+    """Flower's simulation can log that its engine crashed and never return: the tree is ended, not waited on."""
+    import time
+
+    from hpcbench.bench.peers import run_tree
+
+    script = "import time; print('Simulation Runtime crashed', flush=True); time.sleep(600)"
+    t0 = time.monotonic()
+    rc, sampler = run_tree([sys.executable, "-c", script], tmp_path / "log", dict(os.environ), 0.2,
+                           crashed="Simulation Runtime crashed", grace_s=1.0)
+    assert rc < 0 and time.monotonic() - t0 < 120 and sampler.samples
+    rc, _ = run_tree([sys.executable, "-c", "print('fine')"], tmp_path / "log2", dict(os.environ), 0.2,
+                     crashed="Simulation Runtime crashed", grace_s=1.0)
+    assert rc == 0 and (tmp_path / "log2").read_text().strip() == "fine"

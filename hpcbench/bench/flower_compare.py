@@ -24,6 +24,7 @@ from hpcbench.bench.peers import isolated_pythonpath, resolve_peer_python, run_t
 from hpcbench.bench.process_memory import TreeMemory
 
 _STARTUP_TIMEOUT = "timed out during startup"  # Ray's message when its node fails to come up in time
+_CRASHED = "Simulation Runtime crashed"  # Flower's message when its engine failed (it may then never return)
 
 __all__ = ["resolve_python", "run_flower", "ranks_only", "LAUNCHER_NAMES"]
 
@@ -95,7 +96,7 @@ def run_flower(python: str, task: Path, rounds: int, warmup: int, outdir: Path,
            "--json", str(out_json)]
     env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", PYTHONPATH=isolated_pythonpath(outdir))
     for attempt in range(1, attempts + 1):
-        rc, sampler = run_tree(cmd, log, env, interval_s)
+        rc, sampler = run_tree(cmd, log, env, interval_s, crashed=_CRASHED)
         if rc == 0 or _STARTUP_TIMEOUT not in log.read_text() or attempt == attempts:
             break
         print(f"Flower: Ray's node start-up timed out (attempt {attempt} of {attempts}); retrying", flush=True)

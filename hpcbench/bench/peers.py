@@ -168,16 +168,23 @@ def isolated_pythonpath(outdir: Path) -> str:
     return str(root)
 
 
-def run_tree(cmd: list[str], log: Path, env: dict, interval_s: float = 0.5):
+def run_tree(cmd: list[str], log: Path, env: dict, interval_s: float = 0.5, crashed: str | None = None,
+             grace_s: float = 30.0):
     """Run ``cmd`` in its own session (output to ``log``), sampling its process tree's memory.
 
-    The whole tree is ended on any exit (:func:`hpcbench.runtime.launch.end_process_group`).
+    The whole tree is ended on any exit (:func:`hpcbench.runtime.launch.end_process_group`),
+    and ``grace_s`` seconds after ``crashed`` first appears in ``log`` if it
+    is still running then (Flower's simulation can report its engine crashed
+    and never return).
 
     Returns
     -------
     tuple
-        ``(returncode, hpcbench.bench.process_memory.TreeSampler)``.
+        ``(returncode, hpcbench.bench.process_memory.TreeSampler)``; the
+        return code is negative (the signal) for a tree ended that way.
     """
+    import time
+
     from hpcbench.bench.process_memory import TreeSampler
     from hpcbench.runtime.launch import end_process_group
 
@@ -186,7 +193,19 @@ def run_tree(cmd: list[str], log: Path, env: dict, interval_s: float = 0.5):
                                 stdin=subprocess.DEVNULL)
         try:
             with TreeSampler(proc.pid, interval_s) as sampler:
-                rc = proc.wait()
+                seen = None
+                while True:
+                    try:
+                        rc = proc.wait(timeout=2.0)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if crashed is not None and seen is None and crashed in log.read_text(errors="replace"):
+                        seen = time.monotonic()
+                    if seen is not None and time.monotonic() - seen > grace_s:
+                        end_process_group(proc)
+                        rc = proc.wait()
+                        break
         finally:
             end_process_group(proc)
     return rc, sampler
