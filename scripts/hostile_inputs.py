@@ -272,6 +272,23 @@ def cases() -> list[Case]:
     tr("--link.kind", "model", "--link.bandwidth=-1Gbit")
     tr("--compute", "emulated", "--profile_file", "bad.h5", files={"bad.h5": b"not hdf5"})
     c.append(Case("train", ["bomb.yaml", "--output", "o.h5"], files={"bomb.yaml": _bomb_yaml(key="sync")}))
+    # bring your own model and dataset (tests/byo_user_train.py, importable as tests.byo_user_train), real data sets
+    user = "tests.byo_user_train"
+    for model, data in [("no_such_module_xyz:make", "digits"), (f"{user}:NOT_CALLABLE", "digits"),
+                        (f"{user}:nothing", "digits"), ("a:b:c", "digits"), (f"{user}:small_cnn", None),
+                        (f"{user}:wrong_output", f"{user}:stripes"), (f"{user}:not_a_module", f"{user}:stripes"),
+                        (f"{user}:raises", f"{user}:stripes"), ("leaf_cnn", f"{user}:flat_images"),
+                        ("leaf_cnn", f"{user}:float_labels"), ("leaf_cnn", f"{user}:a_list"),
+                        ("digits_mlp", "fashion_mnist"), ("leaf_cnn", "shakespeare")]:
+        tr("--model", model, *(["--dataset.name", data] if data else []))
+    tr("--model", "leaf_cnn", "--dataset.path", "missing-folder", note="Fashion-MNIST not where it is named")
+    tr("--model", "leaf_cnn", "--dataset.name", "idx", "--dataset.path", ".", note="a folder without IDX files")
+    tr("--model", "leaf_cnn", "--dataset.name", "idx", "--dataset.path", ".", files={
+        "train-images-idx3-ubyte": b"\x00\x00\x08\x03" + (10 ** 9).to_bytes(4, "big") * 3,
+        "train-labels-idx1-ubyte": b"", "t10k-images-idx3-ubyte": b"", "t10k-labels-idx1-ubyte": b""},
+       note="IDX header claiming 10^27 bytes")
+    for options in ("{hidden_dense: 0}", "{hidden_dense: many}", "{hidden_dense: 100000000000}", "{width: 2}"):
+        tr("--model", "leaf_cnn", "--model_options", options)
 
     # pipeline
     pl = lambda *a, **k: c.append(Case("pipeline", [*a, "--output", "o.h5"], **k))  # noqa: E731

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """Keep the results of a reproduction in the repository: a compact extract under ``docs/measured/``.
 
-``python scripts/keep_results.py OUT NAME --tier quick|full --timing|--no-timing [--figures F ...] [--load-log FILE]``
+``python scripts/keep_results.py OUT NAME --tier quick|full --timing|--no-timing [--figures F ...] [--load-log FILE]
+[--manifest FILE] [--tables TABLE ...]``
 
 Reads the results files of ``hpcbench reproduce``'s output folder ``OUT``
 (``OUT/runs/FIGURE/RUN.h5``, every completed run of the chosen figures) and
 its ledger, and writes ``docs/measured/NAME.json``: each run's scalar root
 attributes (``time_to_accuracy_s``, ``final_test_accuracy``, ``seed``, ...;
-not the config, host list or run ids) with the provenance the docs' numbers
+not the config, host list or run ids), and the rows of the tables named by
+``--tables`` (at most :data:`MAX_ROWS` each, under the run's ``tables``),
+with the provenance the docs' numbers
 need (:data:`PROVENANCE`): the commit of every file (one commit, clean, or
 the script refuses), the host, CPU and cores, the load while the runs ran,
-the reproduce command, the dates, and whether the numbers are wall-time
+the reproduce command (with ``--manifest`` when the runs came from a
+manifest other than ``jobs/reproduce.yaml``), the dates, and whether the numbers are wall-time
 measurements (then the load matters) or not (virtual times, accuracies).
 
 The load comes from the ledger's ``load_average`` (recorded at the end of
@@ -38,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 #: what every kept file's provenance names (``scripts/render_docs.py --check`` refuses a file without one)
 PROVENANCE = ("commit", "host", "cpu", "cores", "load", "command", "date", "timing")
 
+#: the most rows a kept table may have (a compact extract: a table longer than this is a data set, not a doc's rows)
+MAX_ROWS = 200
+
 #: root attributes not kept: configs (the command and the commit give them), per-process identifiers
 _DROPPED = ("config", "config_json", "config_yaml", "hostnames", "run_id", "writer_pid", "heartbeat",
             "final_parameters_sha256", "fedscale_notes", "fault_injection", "slurm_job_id")
@@ -54,6 +61,22 @@ def _plain(value):
     if isinstance(value, (bool, int, str)):
         return value
     return None
+
+
+def _rows(h5, path: Path, name: str) -> list[dict]:
+    """Table ``name`` of an open results file as a list of rows (plain JSON values)."""
+    from hpcbench.results.reader import read_table
+
+    try:
+        table = read_table(h5, name)
+    except KeyError:
+        raise SystemExit(f"keep_results: {path}: no table {name!r} (--tables)") from None
+    columns = list(table)
+    count = len(table[columns[0]]) if columns else 0
+    if count > MAX_ROWS:
+        raise SystemExit(f"keep_results: {path}: table {name!r} has {count} rows, more than the {MAX_ROWS} a kept "
+                         f"extract may hold (--tables)")
+    return [{c: _plain(table[c][i]) for c in columns} for i in range(count)]
 
 
 def _time(text: str) -> dt.datetime:
@@ -77,8 +100,13 @@ def _load(ledger_entries: list[dict], load_log: Path | None, start: str, end: st
             f"{how}")
 
 
-def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None, timing: bool, tier: str) -> dict:
-    """The extract of ``out``'s completed runs (of ``figures``; default all) as a JSON-ready dict."""
+def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None, timing: bool, tier: str,
+         manifest: str | None = None, tables: list[str] | None = None) -> dict:
+    """The extract of ``out``'s completed runs (of ``figures``; default all) as a JSON-ready dict.
+
+    ``manifest``: the manifest the runs came from (recorded in the command; None: the default one).
+    ``tables``: names of tables whose rows are kept with each run (every run must have them).
+    """
     from hpcbench.reproduce.machine import describe_machine
     from hpcbench.results.reader import open_file, read_attrs
 
@@ -94,13 +122,15 @@ def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None,
             continue
         with open_file(path) as h5:
             attrs = read_attrs(h5)
-        if attrs.get("status") != "completed" or str(path) not in last:
-            continue
+            if attrs.get("status") != "completed" or str(path) not in last:
+                continue
+            rows = {t: _rows(h5, path, t) for t in tables or []}
         commits.add(str(attrs.get("git_commit", "")))
         hosts.add(str(attrs.get("writer_host", "")))
         used.append(last[str(path)])
         kept = {k: _plain(v) for k, v in sorted(attrs.items()) if k not in _DROPPED and not k.endswith("_version")}
-        runs.append({"figure": figure, "run": path.stem, "job": re.sub(r"-s\d+$", "", path.stem), **kept})
+        runs.append({"figure": figure, "run": path.stem, "job": re.sub(r"-s\d+$", "", path.stem), **kept,
+                     **({"tables": rows} if rows else {})})
     if not runs:
         raise SystemExit(f"keep_results: no completed run of {figures or 'any figure'} under {out / 'runs'}")
     if len(commits) != 1 or not next(iter(commits)) or next(iter(commits)).endswith("-dirty"):
@@ -118,7 +148,8 @@ def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None,
             "cpu": machine["cpu"] if host == platform.node() else "not recorded",
             "cores": machine["logical_cores"] if host == platform.node() else "not recorded",
             "load": _load(used, load_log, start, end),
-            "command": f"hpcbench reproduce {' '.join(shown_figures)} --tier {tier}",
+            "command": f"hpcbench reproduce {f'--manifest {manifest} ' if manifest else ''}"
+                       f"{' '.join(shown_figures)} --tier {tier}",
             "date": f"{start} to {end}", "timing": timing,
             "versions": {k: machine["versions"].get(k, "") for k in ("numpy", "torch", "mpi4py")},
         },
@@ -136,10 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tier", choices=("quick", "full"), required=True, help="the tier the reproduction ran")
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, required=True,
                    help="whether the kept numbers are wall-time measurements (the load then matters)")
+    p.add_argument("--manifest", default=None,
+                   help="the manifest the runs came from, as given to hpcbench reproduce (default: jobs/reproduce.yaml)")
+    p.add_argument("--tables", nargs="+", default=None, help=f"also keep these tables' rows (at most {MAX_ROWS} each)")
     p.add_argument("--dest", type=Path, default=ROOT / "docs" / "measured")
     args = p.parse_args(argv)
     try:
-        extract = keep(args.out, args.name, args.figures, args.load_log, args.timing, args.tier)
+        extract = keep(args.out, args.name, args.figures, args.load_log, args.timing, args.tier, args.manifest,
+                       args.tables)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2

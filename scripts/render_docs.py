@@ -20,8 +20,18 @@ A table of measured numbers that no kept file backs carries a label on the
 line before it instead: ``<!-- measured: commit C, MACHINE, DATE; no file:
 REASON -->`` (or ``; file: docs/measured/PATH`` for a table typed from a kept
 file that no template renders yet). A reference table whose decimals are not
-measurements (defaults, formulas) says so: ``<!-- not measured: REASON -->``. ``--audit`` counts the generated blocks, the labelled tables and
-the tables with numbers that have neither, and lists the last.
+measurements (defaults, formulas) says so: ``<!-- not measured: REASON -->``.
+``--audit`` counts the generated blocks, the labelled tables and the tables
+with numbers that have neither, and lists the last; then the prose
+paragraphs that state a measurement-like number (a decimal followed by
+``x``, ``%`` or a unit of time, rate or bandwidth: ``1.53x``, ``37.7 s``,
+``3.2 GB/s``) and carry no label: no commit named in the paragraph, no link
+to ``docs/measured/``, no ``measured:``/``not measured:`` comment right
+before it, and no labelled table or generated block right after it (the
+table it introduces) or earlier in its section (prose that quotes a table
+shares its label). The prose list is a report,
+not part of ``--check``: settings and targets (``0.174 s`` of emulated
+compute, a spin bound of ``0.5 ms``) read like measurements to a pattern.
 
 Without options: rewrite the blocks in place. ``--check``: rewrite nothing;
 exit 1 when a block differs from what its sources render, a source lacks
@@ -49,9 +59,15 @@ FILE_BUDGET_BYTES = 512 * 2 ** 10
 
 _BLOCK = re.compile(r"(<!-- generated: ([A-Za-z0-9_.-]+) -->\n)(.*?)(<!-- /generated -->)", re.S)
 _LABEL = re.compile(r"<!-- measured: .*commit [0-9a-f]{7,40}.*; (no file: .+|file: docs/measured/\S+.*)-->")
-_TABLE_ROW = re.compile(r"^\|.*\|\s*$")
+_TABLE_ROW = re.compile(r"^ {0,3}\|.*\|\s*$")         # a table, also one indented in a list item
 _NUMBER = re.compile(r"(?<![\w.])\d+\.\d+")        # a decimal: what a measurement prints
 _CODE = re.compile(r"`[^`]*`")
+#: a number as a measurement prints it in prose: a decimal with x, % or a unit of time, rate or bandwidth
+_PROSE_NUMBER = re.compile(r"(?<![\w.])\d+\.\d+(?:x\b| ?(?:ms|µs|us|s|GB/s|MB/s|img/s|samples/s|%)(?!\w))")
+#: a commit named in prose: ``commit 1659205``, ``at 3f9eff0`` (hex with a letter and a digit)
+_PROSE_COMMIT = re.compile(r"\bcommit [0-9a-f]{7,40}\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+_FENCE = re.compile(r"```.*?```", re.S)
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 
 
 class RenderError(Exception):
@@ -206,6 +222,54 @@ def audit(root: Path) -> tuple[int, int, list[str]]:
     return generated, labelled, bare
 
 
+def audit_prose(root: Path) -> list[str]:
+    """``FILE:LINE: NUMBERS`` of each prose paragraph with measurement-like numbers and no label.
+
+    A paragraph is a run of non-blank lines outside code fences, tables, headings and indented code.
+    It is labelled when it names a commit or links ``docs/measured/``, when a ``<!-- measured: -->`` or
+    ``<!-- not measured: -->`` comment stands right before it, when it introduces a labelled table or
+    generated block (the next thing after it), or when one comes earlier in the same section (under
+    the same heading), as does a paragraph naming a commit and a date (it labels the readings after it).
+    """
+    unlabelled = []
+    for doc in _docs(root):
+        text = _FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), doc.read_text(encoding="utf-8"))
+        lines = text.split("\n")
+        section_label = comment = False
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            stripped = line.lstrip()
+            if line.startswith("#"):
+                section_label = comment = False
+            elif stripped.startswith(("<!-- measured:", "<!-- generated:", "<!-- not measured:")):
+                comment = True
+                if not stripped.startswith("<!-- not measured:"):
+                    section_label = True
+            if not stripped or line.startswith(("#", "    ")) or stripped.startswith("<!--") or _TABLE_ROW.match(line):
+                if stripped and not stripped.startswith("<!--"):
+                    comment = False
+                i += 1
+                continue
+            j = i
+            while j < len(lines) and lines[j].strip() and not (lines[j].startswith("#") or _TABLE_ROW.match(lines[j])
+                                                               or lines[j].lstrip().startswith("<!--")):
+                j += 1
+            paragraph = " ".join(lines[i:j])
+            numbers = _PROSE_NUMBER.findall(_CODE.sub("", paragraph))
+            after = next((lines[k].lstrip() for k in range(j, len(lines)) if lines[k].strip()), "")
+            introduces = after.startswith(("<!-- measured:", "<!-- generated:"))
+            named = _PROSE_COMMIT.search(paragraph)
+            if numbers and not (comment or section_label or introduces or "measured/" in paragraph or named):
+                unlabelled.append(f"{doc.relative_to(root)}:{i + 1}: {', '.join(numbers[:4])}"
+                                  f"{' ...' if len(numbers) > 4 else ''}")
+            if named and _DATE.search(paragraph):
+                section_label = True          # a paragraph naming commit and date labels the readings after it
+            comment = False
+            i = j
+    return unlabelled
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
@@ -219,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated blocks: {generated}; labelled tables: {labelled}; tables with numbers neither generated "
               f"nor labelled: {len(bare)}")
         for where in bare:
+            print(f"  {where}")
+        prose = audit_prose(root)
+        print(f"prose paragraphs with measurement-like numbers and no label (a report, not checked): {len(prose)}")
+        for where in prose:
             print(f"  {where}")
         return 0
     try:

@@ -90,3 +90,27 @@ def test_estimator_median_per_worker_minimum_over_workers_skips_empty_steps():
     assert set(ESTIMATORS) == {"delivered", "stellatrain"} and ESTIMATORS["delivered"] is DeliveredBandwidthEstimator
     with pytest.raises(ValueError, match="window"):
         DeliveredBandwidthEstimator(window=0)
+
+
+def test_messages_inside_a_host_count_bytes_but_no_link_rate_between_hosts():
+    """``scope="between_hosts"`` on one host: every message stays inside it (shared memory, not modelled); the
+    meters count its bytes but the delivered rate has none to read (NaN), even when the receive waited, so the
+    estimate planned with is the link between hosts alone. With ``scope="all"`` the same exchange reads the
+    modelled rate."""
+    for scope, want in (("between_hosts", None), ("all", 20e6)):
+        lt = LinkTransport(MPI.COMM_SELF, alpha=0.0, beta="20Mbit", scope=scope)
+        meters = TrafficMeters(TimeDilation(1.0))
+        lt.meter = meters
+        try:
+            out, into = np.ones(40_000, dtype=np.uint8), np.empty(40_000, dtype=np.uint8)
+            r = lt.irecv(into, 0, 3)
+            time.sleep(0.02)                    # the receive waits for its sender
+            lt.isend(out, 0, 3).wait()
+            r.wait()
+        finally:
+            lt.free()
+        assert meters.delivered.total_bytes == 40_000
+        assert lt.link_bytes_sent == (0 if want is None else 40_000) and lt.bytes_sent == 40_000
+        got = meters.delivered_bps()
+        assert np.isnan(got) if want is None else got == pytest.approx(want, rel=0.02)
+        assert lt.ranks_per_host == ((1,) if scope == "between_hosts" else ())

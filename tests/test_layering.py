@@ -21,7 +21,7 @@ PKG = ROOT / "hpcbench"
 RUNNERS = ("hpcbench.fl", "hpcbench.bench", "hpcbench.train", "hpcbench.pipeline", "hpcbench.cli",
            "hpcbench.results_command")
 CORE = ("collectives", "compress", "allocation", "monitors", "sync", "traces", "results", "runtime", "policies",
-        "optim", "controller", "telemetry", "data", "datasets")
+        "optim", "controller", "telemetry", "data", "datasets", "models")
 #: the layers, top first: a module imports its own layer's modules and those of the layers below, never above
 #: (the commands read the list of runners, ``cli.SUBCOMMANDS``; the runners are jobs of the lifecycle, which
 #: drives them on core)

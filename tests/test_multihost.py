@@ -145,6 +145,33 @@ def test_training_resizes_across_hosts(tmp_path):
     assert {1, 3, 4} <= {int(w) for w in read_table(out, "steps")["workers"]}
 
 
+def test_interference_on_two_hosts_takes_the_two_level_models_choice(tmp_path):
+    """Training at 2x2 over a 10 Mbit/s link modelled between hosts only (``link.scope: between_hosts``), the ring,
+    rank 1's link 4x slower from step 2: every worker's throughput falls, and the interference policy switches
+    to the algorithm the two-level model prices fastest for the step's gradient on hosts 2+2 (free inside a
+    host, the slow link between): the hierarchical allreduce, which sends m/2 per rank across hosts against the
+    ring's 3m/2."""
+    from hpcbench.collectives.algorithms import find, names
+    from hpcbench.collectives.linkcost import HostLinks, fastest_allreduce_hosts
+
+    out, slow_from, factor = tmp_path / "t.h5", 2, 4.0
+    proc = run_on_hosts((2, 2), ["-m", "hpcbench.train", "--model", "digits_mlp", "--warmup", "1", "--iterations",
+                                 "2", "--batches_per_iter", "2", "--batch_size", "8", "--progress", "false",
+                                 "--profile_steps", "1", "--sync", "[ring]", "--link.kind", "model",
+                                 "--link.latency_s", "0", "--link.bandwidth", "10Mbit", "--link.scope",
+                                 "between_hosts", "--link.slow", f"[{{rank: 1, from_step: {slow_from}, factor: 4}}]",
+                                 "--policies", "[interference]", "--output", str(out)], timeout=300)
+    _ok(proc)
+    attrs = read_attrs(out)
+    assert "between hosts only" in attrs["link_model"] and int(attrs["buckets"]) == 1
+    algs = [a for a in names() if find(a).cost is not None]
+    want, _ = fastest_allreduce_hosts(algs, [int(attrs["gradient_bytes"])],
+                                      HostLinks((2, 2), 0.0, 0.0, 0.0, factor * 8 / 10e6))
+    d = read_table(out, "decisions")
+    assert list(d["policy"]) == ["interference"] and list(d["algorithm"]) == [want] and want == "hierarchical"
+    assert int(d["decided_step"][0]) >= slow_from and "two-level model, hosts 2+2" in d["reason"][0]
+
+
 def test_pipeline_on_two_hosts(tmp_path):
     out = tmp_path / "p.h5"
     proc = run_on_hosts((2, 2), ["-m", "hpcbench.pipeline", "jobs/configs/pipeline-quick.yaml", "--model.layers", "5",

@@ -3,6 +3,8 @@ config (link.slow)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -186,6 +188,18 @@ def test_config_errors():
     cfg = load_config(None, {"model": "digits_mlp", "link.kind": "model",
                              "link.slow": "[{rank: 1, from_step: 4, factor: 3}]", "policies": "[interference]"})
     assert cfg.link.slow[0].factor == 3.0 and cfg.policies[0].threshold == 0.8
+    assert cfg.link.scope == "all"
+    with pytest.raises(ConfigError, match=r"link\.scope.*'nearby'"):
+        load_config(None, {"model": "digits_mlp", "link.kind": "model", "link.scope": "nearby"})
+    with pytest.raises(ConfigError, match="scope: 'between_hosts'.*give kind: model"):
+        load_config(None, {"model": "digits_mlp", "link.scope": "between_hosts"})
+    assert load_config(None, {"model": "digits_mlp", "link.kind": "model",
+                              "link.scope": "between_hosts"}).link.scope == "between_hosts"
+    from hpcbench.pipeline.config import load_config as pipeline_config
+
+    with pytest.raises(ConfigError, match="link.scope: 'between_hosts'.*training runner's"):
+        pipeline_config(Path(__file__).resolve().parent.parent / "jobs/configs/pipeline-quick.yaml",
+                        {"link.kind": "model", "link.scope": "between_hosts"})
 
 
 @pytest.mark.mpi
@@ -199,3 +213,41 @@ def test_slow_link_beyond_the_ranks_exits_2(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "key 'link.slow.0.rank' has bad value 3: the job has 1 ranks" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_two_hosts_priced_by_the_two_level_model():
+    """2 hosts x 2 ranks, links modelled between hosts only, rank 1's link 8x slower (64 ns/B against 8 ns/B, each
+    rank's bytes to the other host over its busy time). The decision is the two-level model's argmin over every
+    registered algorithm (free inside a host, the slowest measured link between hosts): hierarchical, which
+    sends 2 (G-1)/G m/L = m/2 across; on one host the per-link model takes weighted_shards (rank 1 owns no
+    shard) for the same measured links."""
+    from hpcbench.collectives.algorithms import find, names
+    from hpcbench.collectives.linkcost import HostLinks, fastest_allreduce_hosts
+    from hpcbench.train.adaptation.policyhook import between_hosts_time
+
+    algs = tuple(a for a in names() if find(a).cost is not None)
+    alpha, m = 1e-5, MB
+    betas = (8e-9, 64e-9, 8e-9, 8e-9)
+    tel = _tel(2, 0.5, sent=(MB,) * 4, busy=tuple(b * MB for b in betas))
+    one = dict(rank=0, world_size=4, step=2, epoch=0, samples=0, epoch_size=None, batch_sizes=(8,) * 4,
+               learning_rate=0.1, sync="ring", algorithm="ring", total_steps=None, message_elements=(m // 4,),
+               algorithms=algs, allreduce_time=predict_allreduce_links)
+    hosts = PolicyContext(**one, ranks_per_host=(2, 2), allreduce_time_hosts=between_hosts_time)
+    want, times = fastest_allreduce_hosts(algs, [m], HostLinks((2, 2), 0.0, 0.0, alpha, 64e-9))
+    want_one, times_one = fastest_allreduce(algs, [m], alpha, betas)
+    assert (want, want_one) == ("hierarchical", "weighted_shards")
+    # docs/adaptive.md's numbers: 2 x 10 us + m/2 x 64 ns/B; the ring 2 (p-1)/p m at 64 ns/B; rank 1 owning nothing
+    assert (times["hierarchical"], times["ring"], times_one["weighted_shards"]) == \
+        pytest.approx((0.03202, 0.09606, 0.07202))
+    decided = {}
+    for label, ctx in (("hosts", hosts), ("one", PolicyContext(**one))):
+        p = _policy(latency_s=alpha)
+        p.after_step(ctx, _tel(1, 0.010))
+        assert p.after_step(ctx, tel) == Vote(1.0)
+        np.testing.assert_allclose(p.betas, betas)
+        d = p.tally(ctx, 4.0)
+        decided[label] = d.algorithm if isinstance(d.algorithm, str) else d.algorithm["name"]
+        if label == "hosts":
+            assert "two-level model, hosts 2+2" in d.reason and f"hierarchical {1e3 * times[want]:.1f} ms" in d.reason
+            assert p.predicted(ctx, algs) == pytest.approx(times)
+    assert decided == {"hosts": want, "one": want_one}

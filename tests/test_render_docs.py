@@ -105,3 +105,25 @@ def test_a_block_without_template_or_source_exits_2_and_the_audit_counts_tables(
     assert "generated blocks: 1; labelled tables: 1; tables with numbers neither generated nor labelled: 1" \
         in proc.stdout
     assert "docs/a.md:9" in proc.stdout
+
+
+def test_the_audit_lists_prose_measurements_without_a_label(tmp_path):
+    root = _tree(tmp_path)
+    (root / "docs" / "a.md").write_text(
+        "# A\n\nThe ring took 37.7 s, 1.53x less than MPI.\n\n"            # line 3: unlabelled
+        "Settings in code only: `0.5 ms`, and integers: 10 Gbit/s, 2 ranks.\n\n"
+        "Re-measured at 3f9eff0: 35.2 s.\n\n"                              # names its commit
+        "The file [here](measured/x.json) says 12.5 ms.\n\n"               # links a kept file
+        "<!-- not measured: the emulated step -->\nEach step sleeps 0.174 s.\n\n"
+        "```\nprinted 4.2 ms\n```\n\n"                                     # code fence
+        "## B\n\n<!-- measured: commit 1234567, a 2-core VM, 2026-01-02; no file: typed -->\n"
+        "| a | b |\n|---|---|\n| 1.5 | 2.5 |\n\nThe table's 1.5 ms against 2.5 ms.\n\n"  # shares the table's label
+        "## C\n\nAnother section: 0.9x and 3.0 %.\n\n"                    # line 29: a new section, unlabelled
+        "Introduces the table: 2.5 s.\n\n<!-- measured: commit 1234567, a 2-core VM, 2026-01-02; no file: typed -->\n"
+        "| a | b |\n|---|---|\n| 1.5 | 2.5 |\n\n"
+        "## D\n\nThe readings below: commit 3f9eff0, a 2-core VM, 2026-11-29.\n\n- a transfer took 0.33 s.\n")
+    proc = _render(root, "--audit")
+    assert proc.returncode == 0
+    assert "prose paragraphs with measurement-like numbers and no label (a report, not checked): 2" in proc.stdout
+    assert "docs/a.md:3: 37.7 s, 1.53x" in proc.stdout and "docs/a.md:29: 0.9x, 3.0 %" in proc.stdout
+    assert _render(root, "--check").returncode == 0                       # a report, not a check

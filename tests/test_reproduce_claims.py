@@ -111,11 +111,25 @@ def test_more_bad_manifests(tmp_path):
 def test_the_repository_manifest_loads_and_plans_both_tiers(tmp_path):
     manifest = load_manifest(ROOT / "jobs" / "reproduce.yaml")
     quick, full = (make_plan(manifest, t, tmp_path) for t in ("quick", "full"))
-    assert set(quick.figures) == set(manifest.figures) and quick.runs and len(full.runs) > len(quick.runs)
-    assert all(fig in quick.drawings and quick.drawings[fig].inputs for fig in manifest.figures)
-    assert quick.expected_s <= 30 * 60, "the quick tier must fit in 30 minutes on 2 cores"
+    assert set(quick.figures) | set(quick.unavailable) == set(manifest.figures)
+    assert quick.runs and len(full.runs) > len(quick.runs)
+    assert all(fig in quick.drawings and quick.drawings[fig].inputs for fig in quick.figures)
+    # every install runs the figures without requires; those on data sets installed apart come on top
+    apart = {name for name, fig in manifest.figures.items() if fig.requires.dataset is not None}
+    bundled = sum(r.expected_s for r in quick.runs if r.figure not in apart)
+    assert bundled <= 30 * 60, "the quick tier must fit in 30 minutes on 2 cores"
+    assert quick.expected_s - bundled <= 10 * 60, "figures on installed data sets: at most 10 more minutes"
     runners = {r.job.runner for r in quick.runs}
     assert runners == {"fl", "collectives", "compress", "costmodel", "pipeline", "train"}
+
+
+def test_the_docs_tables_manifest_loads_and_each_figure_has_its_template(tmp_path):
+    """jobs/docs-tables.yaml: one figure per docs table, rendered by docs/templates/FIGURE.md.j2."""
+    manifest = load_manifest(ROOT / "jobs" / "docs-tables.yaml")
+    plan = make_plan(manifest, "full", tmp_path)
+    assert set(plan.figures) == set(manifest.figures) and plan.runs
+    for figure in manifest.figures:
+        assert (ROOT / "docs" / "templates" / f"{figure}.md.j2").is_file(), figure
 
 
 @pytest.mark.parametrize("text, message", [
@@ -276,3 +290,31 @@ def test_a_drawing_script_that_exits_non_zero_is_a_failed_figure(tmp_path, draw_
     session.execute()
     assert plan.drawings["coll"].png.is_file()          # the script wrote its figure before exiting
     assert session.draws["coll"].state == state and session.draws["coll"].rc == draw_rc
+
+
+def test_a_figure_whose_data_set_is_missing_is_na(tmp_path, monkeypatch, capsys):
+    """``requires: {dataset: NAME}`` unmet: no runs, no drawing, its claims n/a with the reason; --list says so."""
+    from hpcbench.datasets import installed
+
+    missing = tmp_path / "no-fashion-mnist"
+    monkeypatch.setitem(installed.INSTALLED, "fashion_mnist",
+                        installed.InstalledDataset(str(missing), "apt-get install dataset-fashion-mnist",
+                                                   installed.find_idx_set))
+    text = GOOD.replace("    analysis: {script: analysis/plot_collectives.py}",
+                        "    requires: {dataset: fashion_mnist}\n    analysis: {script: analysis/plot_collectives.py}")
+    manifest = load_manifest(_manifest(tmp_path, text))
+    plan = make_plan(manifest, "quick", tmp_path)
+    assert plan.figures == [] and plan.runs == [] and plan.drawings == {}
+    assert plan.unavailable == {"coll": f"fashion_mnist is not installed ({missing} missing; apt-get install "
+                                        f"dataset-fashion-mnist)"}
+    assert reproduce_main(["--manifest", str(tmp_path / "m.yaml"), "--list"]) == 0
+    assert f"n/a here: fashion_mnist is not installed ({missing} missing" in capsys.readouterr().out
+    out = tmp_path / "out"
+    assert reproduce_main(["--manifest", str(tmp_path / "m.yaml"), "--tier", "quick", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "figure coll: n/a (fashion_mnist is not installed" in printed
+    assert "8 n/a" in printed and not (out / "runs").exists()
+    missing.mkdir()     # a folder without the files: incomplete, with the reader's reason
+    assert "incomplete" in make_plan(manifest, "quick", tmp_path).unavailable["coll"]
+    with pytest.raises(ManifestError, match="known data sets are fashion_mnist"):
+        load_manifest(_manifest(tmp_path, text.replace("dataset: fashion_mnist", "dataset: imagenet")))

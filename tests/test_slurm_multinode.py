@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -96,3 +97,35 @@ def test_fl_template_rank_vanishing_on_the_second_node_ends_the_job(two_nodes, t
     assert time.time() - t0 < 120
     assert file_status(res).state == "failed"
     assert read_attrs(res)["hostnames"] == "node1,node1,node2,node2"
+
+
+REPRODUCE = """
+version: 1
+figures:
+  tiny:
+    title: two nodes
+    paper: a fixture
+    jobs:
+      - id: cost
+        runner: costmodel
+        ranks: 2
+        overrides: {links: 10Gbit, alphas: 1e-5, sizes-mb: "0.1", algorithms: ring, reps: 1}
+        expected_s: 3
+    analysis: {script: analysis/plot_costmodel.py}
+"""
+
+
+def test_reproduce_spreads_a_run_over_both_nodes(two_nodes, tmp_path):
+    """``hpcbench reproduce --launcher slurm --nodes 2``: the 2-rank run is submitted with ``--nodes=2`` and its
+    ranks run one on each node (the file's host names), the figure is drawn."""
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(REPRODUCE)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "hpcbench.cli", "reproduce", "--manifest", str(manifest), "--out",
+                           str(out), "--launcher", "slurm", "--nodes", "2"], cwd=str(ROOT), env=two_nodes,
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "#SBATCH --nodes=2" in (out / "slurm" / "tiny" / "cost.sbatch").read_text()
+    attrs = read_attrs(out / "runs" / "tiny" / "cost.h5")
+    assert attrs["hostnames"] == "node1,node2" and attrs["slurm_job_nodelist"] == "node[1-2]"
+    assert (out / "figures" / "tiny.png").is_file()

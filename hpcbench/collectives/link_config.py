@@ -40,7 +40,14 @@ class LinkConfig(Strict):
     rank ``rank``'s transfers take ``factor`` times as long from its step
     ``from_step`` on, until a later entry of the same rank
     (:class:`hpcbench.collectives.linkmodel.SlowLink`);
-    ranks beyond the job's are refused by the runner.
+    ranks beyond the job's are refused by the runner. ``scope`` says which
+    messages the model charges: ``all``, or ``between_hosts`` (the two-level
+    model: messages inside a host go through MPI's shared memory as they
+    are, those between ranks of different hosts take the modelled link;
+    :class:`hpcbench.collectives.linkmodel.LinkTransport` ``scope``); the
+    training runner then prices allreduces with
+    :func:`hpcbench.collectives.linkcost.predict_allreduce_hosts` on the
+    job's host layout.
     """
 
     kind: Literal["shared", "model"] = "shared"
@@ -52,6 +59,9 @@ class LinkConfig(Strict):
     wan_mean: Optional[str] = Field(None, description="a fluctuating wide-area link: the MobiPerf speed tests' "
                                                       "means in turn, scaled to this mean, e.g. 100Mbit or 500Mbit "
                                                       "(StellaTrain's settings); one per trace_interval_s (train)")
+    scope: Literal["all", "between_hosts"] = Field("all", description=(
+        "which messages take the modelled link: all, or between_hosts (inside a host shared memory, between "
+        "hosts the modelled link: the two-level model; train)"))
     slow: list[SlowLinkConfig] = Field([], description="injected slow links (model links, train): "
                                                        "[{rank: R, from_step: S, factor: F}]")
 
@@ -62,6 +72,8 @@ class LinkConfig(Strict):
                              f"link's bandwidth over time; give one")
         if self.slow and self.kind != "model":
             raise ValueError(f"slow: {[s.model_dump() for s in self.slow]} slows modelled links; give kind: model")
+        if self.scope != "all" and self.kind != "model":
+            raise ValueError(f"scope: {self.scope!r} says which messages the modelled link charges; give kind: model")
         seen = set()
         for i, e in enumerate(self.slow):
             if (e.rank, e.from_step) in seen:

@@ -35,13 +35,16 @@ a receiver's bound on the arrival (its own link's peak rate) stays a bound.
 headers are bookkeeping, counted apart in ``header_bytes_sent`` and not
 charged to the link. With a traffic meter (``transport.meter``, see
 :class:`~hpcbench.collectives.transport.Transport`) a send is metered over
-``[depart, link_free]`` and a receive over ``[depart + alpha, arrival]``.
+``[depart, link_free]`` and a receive over ``[depart + alpha, arrival]``;
+with ``scope="between_hosts"`` a message inside the host is metered with
+no time on the wire (its bytes count, it says nothing of the link's rate:
+the delivered-bandwidth reading, :class:`~hpcbench.telemetry.DeliveryMeter`,
+is then the link between hosts alone).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from dataclasses import dataclass
 
@@ -51,6 +54,7 @@ from mpi4py import MPI
 from hpcbench import traces as _traces
 from hpcbench.collectives.transport import P2PRequest, Transport, _mpi_buffer
 from hpcbench.runtime.dilation import NO_DILATION, TimeDilation
+from hpcbench.runtime.units import parse_rate
 from hpcbench.runtime.wait import Backoff
 
 __all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest", "SlowLink", "slowdown_at",
@@ -58,29 +62,6 @@ __all__ = ["BandwidthReplay", "LinkTransport", "parse_rate", "LinkRequest", "Slo
 
 #: StellaTrain's fluctuating wide-area settings: mean bandwidth 100 Mbit/s and 500 Mbit/s
 STELLATRAIN_WAN_MEANS_BPS = (100e6, 500e6)
-
-_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
-def parse_rate(text: str | float) -> float:
-    """Bandwidth in bit/s from ``"100Mbit"``, ``"1Gbit"``, ``"10 Gbit/s"``, ``"2.5e9"``...
-
-    Raises
-    ------
-    ValueError
-        If the text is not a positive rate.
-    """
-    if isinstance(text, (int, float)):
-        v = float(text)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtT]?)(?:bit|b|bps)?(?:/s)?\s*",
-                         str(text))
-        if not m:
-            raise ValueError(f"bad rate {text!r}: expected e.g. '100Mbit', '1Gbit', '10Gbit'")
-        v = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"rate must be positive and finite, got {text!r}")
-    return v
 
 
 @dataclass(frozen=True)
@@ -409,7 +390,7 @@ class LinkTransport(Transport):
         inside a host go through MPI as they are, shared memory; a rank's
         inter-host link is its own, the host's ranks do not share one).
         ``between_hosts`` gathers the host names (collective, at
-        construction).
+        construction) and sets :attr:`ranks_per_host`.
     dilation : hpcbench.runtime.dilation.TimeDilation, optional
         Time dilation ``d`` (default none, ``d = 1``): the modelled latency
         and transfer time last ``d`` times longer in wall time (a message
@@ -422,7 +403,16 @@ class LinkTransport(Transport):
     Attributes
     ----------
     bytes_sent, messages_sent : int
-        Payload bytes and messages charged to the link.
+        Payload bytes and messages sent (over the link or, with ``scope``
+        ``between_hosts``, inside the host).
+    link_bytes_sent : int
+        Payload bytes charged to the modelled link (``bytes_sent`` with
+        ``scope`` ``all``; those to other hosts with ``between_hosts``).
+    ranks_per_host : tuple of int
+        With ``scope`` ``between_hosts``: the ranks of each host, hosts in
+        the order of their lowest rank (the grouping of
+        :func:`hpcbench.runtime.hosts.group_ranks`, the one the
+        ``hierarchical`` allreduce takes); ``()`` with ``all``.
     header_bytes_sent : int
         Bytes of arrival-stamp headers (not charged).
     modelled_busy_s : float
@@ -440,10 +430,12 @@ class LinkTransport(Transport):
         self.scope = scope
         #: ranks whose messages to and from this rank are not modelled (same host, scope between_hosts)
         self.unmodelled: frozenset[int] = frozenset()
+        self.ranks_per_host: tuple = ()
         if scope == "between_hosts":
-            from hpcbench.runtime.hosts import gather_hostnames
+            from hpcbench.runtime.hosts import gather_hostnames, group_ranks
             names = gather_hostnames(comm)
             self.unmodelled = frozenset(r for r, h in enumerate(names) if h == names[comm.rank])
+            self.ranks_per_host = tuple(len(g) for g in group_ranks(names))
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")
         if dilation is None:
@@ -458,6 +450,7 @@ class LinkTransport(Transport):
         self.t0 = float(comm.bcast(time.monotonic(), root=0))
         self.link_free = 0.0
         self.header_bytes_sent = 0
+        self.link_bytes_sent = 0
         self.modelled_busy_s = 0.0
         self.slow = tuple(slow)
         self.slowdown = 1.0
@@ -490,13 +483,20 @@ class LinkTransport(Transport):
         rh = self._hdr_comm.Isend([header, MPI.DOUBLE], dest=dest, tag=tag)
         rb = self.comm.Isend(_mpi_buffer(buf), dest=dest, tag=tag)
         self.bytes_sent += buf.nbytes
+        self.link_bytes_sent += buf.nbytes
         self.messages_sent += 1
         self.header_bytes_sent += header.nbytes
         return LinkRequest([rh, rb], buf.nbytes, None, depart + wall_tx, keep=(header, buf))
 
     def irecv(self, buf: np.ndarray, source: int, tag: int) -> P2PRequest:
-        if source in self.unmodelled:
-            return super().irecv(buf, source, tag)
+        if source in self.unmodelled:       # inside the host: no time on the modelled link
+            meter = self.meter
+
+            def arrived(n):
+                now = time.monotonic()
+                meter.received(n, now, now)
+            return P2PRequest(self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag), buf.nbytes,
+                              arrived if meter is not None else None)
         header = np.empty(2, dtype=np.float64)
         rh = self._hdr_comm.Irecv([header, MPI.DOUBLE], source=source, tag=tag)
         rb = self.comm.Irecv(_mpi_buffer(buf), source=source, tag=tag)

@@ -7,7 +7,8 @@
   "user_data"}`` files);
 - :mod:`.fedscale`: FedScale's ``client_data_mapping/{train,test}.csv`` and the image files they name;
 - :mod:`.nodeshare`: arrays read once per node and mapped by every rank of it (MPI shared memory);
-- :mod:`.callables`: ``package.module:callable`` names of user factories, and their provenance.
+- :mod:`.callables`: ``package.module:callable`` names of user factories, a user's arrays checked, their provenance;
+- :mod:`.installed`: data sets installed apart from hpcbench (default folder, how to get them), for ``requires``.
 
 A reader returns the whole data set (arrays or text); how a runner splits it (FL clients, data-parallel
 workers, a held-out part) stays with the runner. Nothing here imports a runner, MPI (but :mod:`.nodeshare`,

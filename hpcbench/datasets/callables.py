@@ -18,7 +18,8 @@ from typing import Callable
 
 from hpcbench.runtime.errors import InputError
 
-__all__ = ["is_callable_name", "resolve_callable", "registered_or_callable", "callable_provenance", "user_callables"]
+__all__ = ["is_callable_name", "resolve_callable", "registered_or_callable", "load_user_arrays", "callable_provenance",
+           "user_callables"]
 
 _NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
@@ -84,6 +85,69 @@ def registered_or_callable(name: str, registry, key: str) -> str:
         resolve_callable(name, key)
         return name
     return registry.check(name)
+
+
+def load_user_arrays(name: str, key: str, config: dict, seed: int) -> dict:
+    """Call the dataset factory ``name`` as ``factory(config, seed)`` and check its arrays (docs/byo.md).
+
+    Parameters
+    ----------
+    name : str
+        ``package.module:callable``.
+    key : str
+        The config key naming it (``dataset.name``), for messages.
+    config : dict
+        The runner's dataset section as a dict (its ``options`` mapping for the factory's own keys).
+    seed : int
+        The job's seed.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``x_train`` float32 or uint8 ``(n, F)`` or ``(n, C, H, W)``, ``y_train`` int64 ``(n,)`` >= 0,
+        ``x_test`` and ``y_test`` likewise (the same sample shape), and ``clients`` int64 ``(n,)`` when
+        the factory gave it; the factory's arrays (``numpy.asarray``: no copy of arrays already numpy).
+
+    Raises
+    ------
+    InputError
+        Naming ``key``, the callable and what was wrong: it cannot be resolved,
+        the factory raised, or returned something else than those arrays.
+    """
+    import numpy as np
+
+    where = f"{key}: {name!r}"
+    factory = resolve_callable(name, key)
+    try:
+        result = factory(config, seed)
+    except Exception as exc:
+        raise InputError(f"{where} raised {type(exc).__name__}: {exc}") from None
+    if not hasattr(result, "keys"):
+        raise InputError(f"{where} returned a {type(result).__name__}; expected a mapping of x_train, y_train, "
+                         f"x_test, y_test[, clients] arrays")
+    arrays = {k: np.asarray(result[k]) for k in ("x_train", "y_train", "x_test", "y_test", "clients")
+              if k in result}
+    for split in ("train", "test"):
+        for k in (f"x_{split}", f"y_{split}"):
+            if k not in arrays:
+                raise InputError(f"{where}: no {k!r} array")
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.dtype not in (np.float32, np.uint8) or x.ndim not in (2, 4):
+            raise InputError(f"{where}: x_{split} has {x.dtype} {x.shape}; expected float32 or uint8 (n, F) "
+                             f"features or (n, C, H, W) images")
+        if y.dtype != np.int64 or y.shape != (len(x),):
+            raise InputError(f"{where}: y_{split} must be int64 of shape ({len(x)},), got {y.dtype} {y.shape}")
+        if len(y) and y.min() < 0:
+            raise InputError(f"{where}: y_{split} has negative labels")
+    if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:] or not len(arrays["x_train"]) or \
+            not len(arrays["x_test"]):
+        raise InputError(f"{where}: x_train {arrays['x_train'].shape} and x_test {arrays['x_test'].shape} differ "
+                         f"in sample shape, or one is empty")
+    clients = arrays.get("clients")
+    if clients is not None and (clients.dtype != np.int64 or clients.shape != arrays["y_train"].shape):
+        raise InputError(f"{where}: clients must be int64 of shape ({len(arrays['y_train'])},), got "
+                         f"{clients.dtype} {clients.shape}")
+    return arrays
 
 
 def callable_provenance(name: str) -> dict[str, str]:

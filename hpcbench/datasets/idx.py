@@ -14,7 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["IdxError", "read_idx", "find_idx_set", "load_idx_set"]
+__all__ = ["IdxError", "read_idx", "find_idx_set", "load_idx_set", "FASHION_MNIST_DIR", "FASHION_MNIST_HOWTO"]
+
+#: where Debian's ``dataset-fashion-mnist`` package installs Fashion-MNIST's four IDX files
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+#: how to get them there
+FASHION_MNIST_HOWTO = "apt-get install dataset-fashion-mnist"
 
 #: IDX type byte -> big-endian numpy dtype
 _TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}

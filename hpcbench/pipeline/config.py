@@ -152,6 +152,9 @@ class PipelineConfig(Strict):
         if self.link.slow:
             raise ValueError(f"link.slow: {[e.model_dump() for e in self.link.slow]}: slow links are injected by "
                              f"the training runner's steps; the pipeline's links have a constant rate")
+        if self.link.scope != "all":
+            raise ValueError(f"link.scope: {self.link.scope!r}: the pipeline models every stage's link alike; "
+                             f"the two-level link (between_hosts) is the training runner's")
         if self.batch_size % self.micro_batches:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
                              f"({self.micro_batches})")

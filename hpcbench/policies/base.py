@@ -107,6 +107,19 @@ class PolicyContext:
         shard weights of ``weighted_shards``,
         :func:`hpcbench.collectives.linkcost.allreduce_options`); None where
         the runner has none.
+    ranks_per_host : tuple of int
+        With links modelled between hosts only (the training runner's
+        ``link.scope: between_hosts``): the ranks of each host of the active
+        communicator, hosts in the order of their lowest rank (as the
+        ``hierarchical`` allreduce groups them); ``()`` otherwise (every
+        link modelled alike, or the layout not known).
+    allreduce_time_hosts : callable or None
+        The two-level cost model for that layout,
+        ``allreduce_time_hosts(algorithm, nbytes, ranks_per_host, alpha_s,
+        beta) -> seconds``: messages inside a host free (shared memory, not
+        modelled), those between hosts at latency ``alpha_s`` and ``beta``
+        s/byte (:func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`);
+        None where the runner has none.
     """
 
     rank: int
@@ -126,6 +139,8 @@ class PolicyContext:
     algorithms: tuple = ()
     allreduce_time: object = None
     algorithm_options: object = None
+    ranks_per_host: tuple = ()
+    allreduce_time_hosts: object = None
 
 
 class PolicyConfig(StrategyConfig):

@@ -52,6 +52,19 @@ time; its link is taken as fast as the fastest measured (it did not slow
 the step). KungFu compares a moving average of durations; hpcbench
 compares each step's throughput (the issue's rule), so one slow step is
 enough to vote.
+
+Several hosts (the runner's ``link.scope: between_hosts``: messages inside
+a host through shared memory, those between hosts over the modelled link;
+``PolicyContext.ranks_per_host`` holds the layout): the algorithms are
+priced by the two-level model instead
+(:func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`, through
+``PolicyContext.allreduce_time_hosts``): free inside a host, the slowest
+measured link between hosts (each rank's seconds per byte counts only the
+bytes it sent to other hosts). There the host-aware algorithms
+(``hierarchical``: ``2 (G-1)/G m/L`` bytes per rank across ``G`` hosts of
+``L`` ranks, against the ring's ``2 (p-1)/p m``) are the ones the model
+finds cheap. One host, or every link modelled (``scope: all``): the
+per-link model as above, unchanged.
 """
 
 from __future__ import annotations
@@ -152,8 +165,7 @@ class Interference(Policy):
         if unknown:
             raise ValueError(f"candidates: {unknown[0]!r} is not an algorithm it can switch to ("
                              f"{', '.join(ctx.algorithms)})")
-        times = {a: sum(ctx.allreduce_time(a, n * ctx.message_itemsize, self.config.latency_s, self.betas)
-                        for n in (ctx.message_elements or (1,))) for a in candidates}
+        times = self.predicted(ctx, candidates)
         best = min(candidates, key=lambda a: times[a])
         if best == ctx.algorithm:
             return None
@@ -162,8 +174,32 @@ class Interference(Policy):
         choice = {"name": best, **options} if options else best
         predicted = ", ".join(f"{a} {1e3 * t:.1f} ms" for a, t in sorted(times.items(), key=lambda kv: kv[1]))
         slow = int(np.argmax(self.betas))
+        model = (f"two-level model, hosts {'+'.join(map(str, ctx.ranks_per_host))}, links between hosts at "
+                 f"{8e-6 / self.betas[slow]:.3g} Mbit/s; " if self.two_level(ctx) else "")
         return Decision(algorithm=choice, reason=f"interference: {total:g} of {ctx.world_size} workers saw the "
                                                f"allreduce throughput below {self.config.threshold:g} of the "
                                                f"reference; slowest link rank {slow} "
                                                f"({self.betas[slow] / self.betas.min():.2g}x the fastest); "
-                                               f"predicted per step: {predicted}")
+                                               f"{model}predicted per step: {predicted}")
+
+    @staticmethod
+    def two_level(ctx: PolicyContext) -> bool:
+        """Whether the run's links are modelled between hosts only, on several hosts (then the two-level model
+        prices the algorithms)."""
+        return len(ctx.ranks_per_host) > 1 and ctx.allreduce_time_hosts is not None
+
+    def predicted(self, ctx: PolicyContext, candidates) -> dict:
+        """Each candidate's predicted seconds per step (the step's messages, one allreduce each) on the links
+        measured last step.
+
+        One host, or every link modelled: the per-link model (``ctx.allreduce_time`` with each rank's
+        measured seconds per byte). Several hosts with links modelled between them only: the two-level model
+        (``ctx.allreduce_time_hosts``) on the host layout, free inside a host and the slowest measured link
+        between hosts (a step of every algorithm waits for its slowest message across)."""
+        nbytes = [n * ctx.message_itemsize for n in (ctx.message_elements or (1,))]
+        alpha = self.config.latency_s
+        if self.two_level(ctx):
+            inter = float(np.max(self.betas))
+            return {a: sum(ctx.allreduce_time_hosts(a, m, ctx.ranks_per_host, alpha, inter) for m in nbytes)
+                    for a in candidates}
+        return {a: sum(ctx.allreduce_time(a, m, alpha, self.betas) for m in nbytes) for a in candidates}

@@ -34,6 +34,13 @@ so its controller is not connected there):
   which read far below the link with hpcbench's few whole-bucket messages;
   ``reading``).
 
+With the runner's links modelled between hosts only (``link.scope:
+between_hosts``) the estimate is that link's, the slow level: a message
+inside a host is metered with no time on the wire
+(:class:`hpcbench.collectives.linkmodel.LinkTransport`), and the sparse
+ring allgather's every step crosses hosts, so the rate search's bytes over
+the estimate are its time (docs/stellatrain.md, "The bandwidth estimate").
+
 The gradient messages the rate search counts are the runner's buckets
 (``PolicyContext.message_elements``): one message per bucket where
 StellaTrain sends one per parameter tensor (hpcbench's compressed

@@ -56,9 +56,35 @@ def _parser() -> argparse.ArgumentParser:
                         "changes, other versions); the claims computed from them say so")
     p.add_argument("--shared-nodes", action="store_true",
                    help="slurm: let runs share nodes (default --exclusive: timed runs never share cores)")
+    p.add_argument("--nodes", type=_positive, default=None, metavar="N",
+                   help="spread each run without nodes: in the manifest over min(N, ranks) nodes (slurm: sbatch "
+                        "--nodes; local: hosts emulated on this machine, root)")
     p.add_argument("--sbatch-arg", action="append", default=[], metavar="OPTION",
                    help="slurm: an extra sbatch option (--sbatch-arg=--partition=debug); repeatable")
     return p
+
+
+def _positive(text: str) -> int:
+    """An integer >= 1 (argparse type: anything else is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _local_hosts_problem(plan) -> str:
+    """Why the local launcher cannot run the plan's runs of several nodes (emulated hosts), or ``""``."""
+    spread = [r for r in plan.runs if r.nodes is not None and r.nodes > 1]
+    if not spread:
+        return ""
+    from hpcbench.runtime.emulated_hosts import unavailable_reason
+
+    why = unavailable_reason()
+    return (f"{spread[0].key}: nodes: {spread[0].nodes} runs on hosts emulated on this machine with --launcher "
+            f"local, which cannot be done here ({why}); use --launcher slurm") if why else ""
 
 
 def _minutes(seconds: float) -> str:
@@ -70,9 +96,11 @@ def _listing(manifest, plans: dict) -> list[str]:
 
     lines = []
     for name, fig in manifest.figures.items():
-        if name not in plans["quick"].figures:
+        if name not in plans["quick"].figures and name not in plans["quick"].unavailable:
             continue
         lines += [f"{name}: {fig.title}", f"  mirrors: {fig.paper}", f"  drawn by: {fig.analysis.script}"]
+        if name in plans["quick"].unavailable:
+            lines.append(f"  n/a here: {plans['quick'].unavailable[name]}")
         rows = []
         for job in fig.jobs:
             row = [job.id, job.runner]
@@ -113,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or Path("results") / f"reproduce-{args.tier}").resolve()   # jobs run in the repository root
     try:
         manifest = load_manifest(args.manifest)
-        plans = {t: make_plan(manifest, t, out, args.figures or None) for t in ("quick", "full")}
+        plans = {t: make_plan(manifest, t, out, args.figures or None, args.nodes) for t in ("quick", "full")}
+        problem = "" if args.list or args.launcher != "local" else _local_hosts_problem(plans[args.tier])
+        if problem:
+            raise InputError(problem)
     except InputError as exc:
         print(f"hpcbench reproduce: error: {exc}", file=sys.stderr)
         return 2
@@ -172,7 +203,7 @@ def _check_out(out: Path) -> None:
 
 
 def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
-    from hpcbench.reproduce.claims import HEADER, check_claim, mark_files, table_rows
+    from hpcbench.reproduce.claims import HEADER, ClaimResult, check_claim, mark_files, table_rows
     from hpcbench.reproduce.identity import short
     from hpcbench.reproduce.data import FigureData
     from hpcbench.reproduce.ledger import Ledger
@@ -192,6 +223,8 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
 
         launcher = LocalLauncher(python)
     t0, load0 = time.monotonic(), [round(x, 2) for x in os.getloadavg()]
+    for name, why in plan.unavailable.items():
+        _say(f"figure {name}: n/a ({why})")
     _say(f"hpcbench reproduce: {plan.tier} tier, {len(plan.figures)} figures, {len(plan.runs)} runs "
          f"(expected {_minutes(plan.expected_s)}), launcher {launcher.name}, output {out}, "
          f"load average {' '.join(map(str, load0))}")
@@ -212,6 +245,8 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
     results = [mark_files(check_claim(name, claim, FigureData(plan.runs_of(name)), plan.tier),
                           reused.get(name, {}))
                for name in plan.figures for claim in manifest.figures[name].claims]
+    results += [ClaimResult(name, claim, "n/a", None, "n/a", why)
+                for name, why in plan.unavailable.items() for claim in manifest.figures[name].claims]
     wall = time.monotonic() - t0
     _say("")
     for line in render(HEADER, table_rows(results)):
@@ -230,7 +265,8 @@ def _reproduce(args, argv: list[str], manifest, plan, out: Path) -> int:
          f"{sum(r.claim.states is not None for r in results)} stated; "
          + (f"{stale} computed from other code's files (--reuse); " if stale else "")
          + f"runs: {len(failed_runs)} failed or not run; "
-         f"figures: {len(plan.figures) - len(undrawn)} of {len(plan.figures)} drawn; wall time {_minutes(wall)}")
+         f"figures: {len(plan.figures) - len(undrawn)} of {len(plan.figures)} drawn"
+         + (f", {len(plan.unavailable)} n/a" if plan.unavailable else "") + f"; wall time {_minutes(wall)}")
     _say(f"report: {report}")
     if interrupted:
         return INTERRUPTED

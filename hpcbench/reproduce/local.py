@@ -68,17 +68,19 @@ class LocalLauncher:
         self.python = python
 
     def start_run(self, run: Run, argv: list[str]) -> Handle:
-        """Run ``mpiexec -n run.ranks python ARGV`` to its end (or its ``timeout_s``)."""
+        """Run ``mpiexec -n run.ranks python ARGV`` to its end (or its ``timeout_s``); a run of ``nodes > 1``
+        on that many hosts emulated on this machine (:mod:`hpcbench.runtime.emulated_hosts`)."""
         from hpcbench.runtime import launch
 
         run.log.parent.mkdir(parents=True, exist_ok=True)
         run.output.parent.mkdir(parents=True, exist_ok=True)
-        handle = Handle(run.key, launch.mpi_command(run.ranks, argv, self.python), str(run.log))
+        hosts = run.ranks_per_node if run.nodes is not None and run.nodes > 1 else None
+        handle = Handle(run.key, launch.mpi_command(run.ranks, argv, self.python, hosts=hosts), str(run.log))
         t0 = time.monotonic()
         with open(run.log, "w", encoding="utf-8") as log:
             try:
                 proc = launch.run_mpi(run.ranks, argv, timeout=run.timeout_s, cwd=ROOT, env=run.job.env,
-                                      stdout=log, stderr=subprocess.STDOUT)
+                                      stdout=log, stderr=subprocess.STDOUT, hosts=hosts)
                 handle.rc = proc.returncode
             except launch.LaunchTimeout:
                 handle.rc, handle.note = 124, f"ended at its time limit ({run.timeout_s:g} s)"

@@ -14,6 +14,7 @@ Validated with pydantic when loaded; any fault is a :class:`ManifestError`
           - id: JOB                    # an identifier, unique in the figure
             runner: fl                 # fl | collectives | compress | costmodel | pipeline | train
             ranks: 4                   # MPI ranks (mpiexec -n / sbatch --ntasks)
+            nodes: 2                   # optional: hosts the ranks are spread over (sbatch -N; local: emulated hosts)
             config: jobs/configs/digits.yaml    # runners that take a YAML job file
             overrides: {rounds: 60}    # --KEY VALUE; {from: QUANTITY}: a value read from another job
             args: [--overlap]          # flags without a value
@@ -24,6 +25,8 @@ Validated with pydantic when loaded; any fault is a :class:`ManifestError`
             tier_overrides: {quick: {rounds: 30}}
             expected_s: {quick: 20, full: 60}   # wall seconds per run on a 2-core machine
         analysis: {script: analysis/plot_tta.py, args: [], inputs: [JOB, ...]}
+        requires: {dataset: fashion_mnist}   # optional: a data set installed apart (hpcbench.datasets.installed);
+                                             # missing, the figure is n/a with the reason and runs nothing
         claims:
           - name: CLAIM                # unique in the figure
             mirrors: ...               # the paper/figure/document claim
@@ -46,7 +49,7 @@ from hpcbench.reproduce.expression import Expression, ExpressionError, parse
 from hpcbench.runtime.errors import InputError
 
 __all__ = ["ManifestError", "Tier", "TIERS", "runners", "FromResults", "Point", "Job", "Analysis", "Claim",
-           "Figure", "Manifest", "load_manifest", "ROOT"]
+           "Requires", "Figure", "Manifest", "load_manifest", "ROOT"]
 
 #: The repository root: config files and analysis scripts are named relative to it.
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -111,6 +114,7 @@ class Point(_Model):
 
     name: str | None = Field(None, description="suffix of the run's name (default: np<ranks>)")
     ranks: int | None = Field(None, ge=1, le=4096)
+    nodes: int | None = Field(None, ge=1, le=4096, description="hosts its ranks are spread over (default: the job's)")
     overrides: dict[str, Any] = Field(default_factory=dict)
     tiers: list[Tier] | None = None
     expected_s: Union[float, dict[Tier, float], None] = None
@@ -134,6 +138,8 @@ class Job(_Model):
     id: str
     runner: str
     ranks: int = Field(1, ge=1, le=4096)
+    nodes: int | None = Field(None, ge=1, le=4096, description="hosts the ranks are spread over (None: the "
+                                                               "launcher's choice, --nodes)")
     config: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     args: list[str] = Field(default_factory=list)
@@ -200,6 +206,11 @@ class Job(_Model):
         names = [p.name for p in self.points if p.name]
         if len(set(names)) != len(names):
             raise ValueError(f"point names repeat: {names}")
+        for point in self.points or [Point()]:
+            nodes, ranks = point.nodes or self.nodes, point.ranks or self.ranks
+            if nodes is not None and nodes > ranks:
+                where = f"point {point.name or point.ranks}: " if self.points else ""
+                raise ValueError(f"{where}nodes: {nodes} nodes for {ranks} ranks (every node needs a rank)")
         for tier in self.tiers:
             points = [p for p in self.points or [Point()] if tier in (p.tiers or self.tiers)]
             for point in points:
@@ -317,14 +328,37 @@ class Claim(_Model):
                 "between": lambda: t[0] <= value <= t[1]}[self.op]()
 
 
+class Requires(_Model):
+    """What a figure needs of the machine beyond hpcbench; unmet, the figure is n/a with the reason."""
+
+    dataset: str | None = Field(None, description="a data set installed apart, by name "
+                                                  "(:data:`hpcbench.datasets.installed.INSTALLED`)")
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v):
+        from hpcbench.datasets.installed import INSTALLED
+
+        if v is not None and v not in INSTALLED:
+            raise ValueError(f"dataset {v!r}: known data sets are {', '.join(INSTALLED)}")
+        return v
+
+    def missing(self) -> str | None:
+        """Why the figure cannot run here (None: it can)."""
+        from hpcbench.datasets.installed import missing_dataset
+
+        return missing_dataset(self.dataset) if self.dataset is not None else None
+
+
 class Figure(_Model):
-    """One figure: its jobs, the script drawing it, its claims."""
+    """One figure: its jobs, the script drawing it, its claims, what it requires."""
 
     title: str
     paper: str
     jobs: list[Job] = Field(min_length=1)
     analysis: Analysis
     claims: list[Claim] = Field(default_factory=list)
+    requires: Requires = Requires()
 
     @model_validator(mode="after")
     def _references(self):

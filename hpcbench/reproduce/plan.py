@@ -58,6 +58,9 @@ class Run:
         Expected and largest wall seconds.
     output, log : pathlib.Path
         The results file and the job's output.
+    nodes : int or None
+        Hosts the ranks are spread over (``sbatch -N``; the local launcher:
+        emulated hosts); None: the launcher places them (one host locally).
     """
 
     figure: str
@@ -69,11 +72,19 @@ class Run:
     timeout_s: float
     output: Path
     log: Path
+    nodes: int | None = None
 
     @property
     def key(self) -> str:
         """``FIGURE/NAME``: unique in a plan."""
         return f"{self.figure}/{self.name}"
+
+    @property
+    def ranks_per_node(self) -> tuple[int, ...]:
+        """Ranks of each of its ``nodes`` (block placement, the first nodes one more where they do not divide);
+        ``(ranks,)`` without ``nodes``."""
+        n = self.nodes or 1
+        return tuple(self.ranks // n + (1 if i < self.ranks % n else 0) for i in range(n))
 
     @property
     def reads(self) -> set[str]:
@@ -105,9 +116,12 @@ class Run:
         config = read_input(ROOT / self.job.config, f"job {self.job.id!r}: config", "config",
                             "YAML file", gunzip=False) if self.job.config else b""
         plain = {k: (resolved[k] if isinstance(v, FromResults) else v) for k, v in self.overrides.items()}
-        text = json.dumps({"runner": self.job.runner, "ranks": self.ranks, "config": self.job.config,
-                           "config_sha256": hashlib.sha256(config).hexdigest(), "args": self.job.args,
-                           "overrides": plain, "env": self.job.env}, sort_keys=True, default=str)
+        recipe = {"runner": self.job.runner, "ranks": self.ranks, "config": self.job.config,
+                  "config_sha256": hashlib.sha256(config).hexdigest(), "args": self.job.args,
+                  "overrides": plain, "env": self.job.env}
+        if self.nodes is not None and self.nodes > 1:   # one host: the recipe of runs made before nodes existed
+            recipe["nodes"] = self.nodes
+        text = json.dumps(recipe, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -138,6 +152,8 @@ class Plan:
     runs: list[Run] = field(default_factory=list)
     drawings: dict[str, Drawing] = field(default_factory=dict)
     python: str = sys.executable
+    #: chosen figures that cannot run here -> why (``requires`` unmet); they have no runs and no drawing
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def runs_of(self, figure: str, job: str | None = None) -> list[Run]:
         """The runs of a figure (of one of its jobs), in plan order."""
@@ -173,7 +189,8 @@ def _expand(figure: str, job: Job, tier: str, out: Path) -> list[Run]:
             expected = job.expected(tier, point)
             timeout = job.timeout_s or max(600.0, 10.0 * expected)
             runs.append(Run(figure, job, name, ranks, overrides, expected, timeout,
-                            out / "runs" / figure / f"{name}.h5", out / "logs" / figure / f"{name}.log"))
+                            out / "runs" / figure / f"{name}.h5", out / "logs" / figure / f"{name}.log",
+                            point.nodes or job.nodes))
     return runs
 
 
@@ -194,8 +211,13 @@ def _ordered(runs: list[Run], figure: str) -> list[Run]:
     return ordered
 
 
-def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | None = None) -> Plan:
-    """The runs and drawings of ``figures`` (default: all) in ``tier``.
+def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | None = None,
+              nodes: int | None = None) -> Plan:
+    """The runs and drawings of ``figures`` (default: all) in ``tier``; a figure whose ``requires`` is unmet
+    goes to ``Plan.unavailable`` with the reason instead.
+
+    ``nodes``: a run without ``nodes`` in the manifest is spread over
+    ``min(nodes, ranks)`` hosts (``--nodes``); None leaves it to the launcher.
 
     Raises
     ------
@@ -207,9 +229,14 @@ def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | Non
     unknown = [f for f in names if f not in manifest.figures]
     if unknown:
         raise ManifestError(f"unknown figure {unknown[0]!r}; the manifest has {', '.join(manifest.figures)}")
-    plan = Plan(tier, Path(out), names)
+    plan = Plan(tier, Path(out), [])
     for fig_name in names:
         fig = manifest.figures[fig_name]
+        why = fig.requires.missing()
+        if why is not None:
+            plan.unavailable[fig_name] = why
+            continue
+        plan.figures.append(fig_name)
         runs = [r for job in fig.jobs for r in _expand(fig_name, job, tier, plan.out)]
         seen: set[str] = set()
         for r in runs:
@@ -218,6 +245,9 @@ def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | Non
                                     f"points distinct names")
             seen.add(r.name)
         runs = _ordered(runs, fig_name)
+        if nodes is not None:
+            for r in runs:
+                r.nodes = r.nodes or min(int(nodes), r.ranks)
         plan.runs += runs
         inputs = fig.analysis.inputs or [j.id for j in fig.jobs]
         drawn = [r for job_id in inputs for r in runs if r.job.id == job_id]

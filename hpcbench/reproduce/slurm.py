@@ -1,8 +1,10 @@
 """Running a reproduction's jobs through Slurm: one ``sbatch`` per run, the drawing as a dependent job.
 
 Each run becomes ``OUT/slurm/FIGURE/NAME.sbatch`` (``--ntasks`` = its ranks,
-``--time`` from its time limit, ``--exclusive`` unless told otherwise, so
-that timed jobs do not share nodes) launching ``srun --mpi=pmi2 python -m
+``--nodes`` where the run has ``nodes`` (the manifest's, or ``--nodes``), with
+``--ntasks-per-node`` where they divide, ``--time`` from its time limit,
+``--exclusive`` unless told otherwise, so that timed jobs do not share
+nodes) launching ``srun --mpi=pmi2 python -m
 hpcbench.cli RUNNER ...`` as the sbatch templates in ``jobs/`` do; the
 script writes its exit status and wall time to ``NAME.status`` beside it
 (the controller forgets finished jobs after a few minutes). A figure's
@@ -110,6 +112,10 @@ class SlurmLauncher:
         command = ["srun", "--mpi=pmi2", self.python, *argv]
         header = [f"--job-name=hpcbench-{run.figure}-{run.name}", f"--ntasks={run.ranks}",
                   f"--time={max(1, math.ceil(run.timeout_s / 60))}", f"--output={run.log}"]
+        if run.nodes is not None:
+            header.append(f"--nodes={run.nodes}")
+            if run.ranks % run.nodes == 0:
+                header.append(f"--ntasks-per-node={run.ranks // run.nodes}")
         if self.exclusive:
             header.append("--exclusive")
         self._script(script, header, run.job.env, command)

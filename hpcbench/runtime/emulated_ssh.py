@@ -14,11 +14,20 @@ numbers nodes by proxy), and ranks on different emulated hosts talk through
 MPICH's network module, not shared memory. It needs root (or a user
 namespace), ``unshare`` and ``hostname`` from util-linux.
 
+Where ``HPCBENCH_EMULATED_NET`` names a network's description (written by
+:class:`hpcbench.runtime.emulated_net.EmulatedNetwork`), the command runs
+in its host's network namespace too (``ip netns exec``), with that file's
+``/etc/hosts`` (every host at its own address, the launching host at the
+bridge's) and its variables set unless already set (``UCX_NET_DEVICES``...);
+a host the network does not have is refused (status 255), so that no host
+silently bypasses the link.
+
 Standard library only, so it runs under any ``python3``; the file is
 executable and is what ``-launcher-exec`` names
 (:func:`hpcbench.runtime.emulated_hosts.launcher_path`).
 """
 
+import json
 import os
 import sys
 
@@ -69,22 +78,65 @@ def split_ssh_arguments(argv):
     return host, command
 
 
+def network_prefix(host, environ=None):
+    """The command prefix, ``/etc/hosts`` file and variables that put ``host`` in its emulated network.
+
+    Parameters
+    ----------
+    host : str
+        The host name.
+    environ : mapping, optional
+        The environment (default ``os.environ``); ``HPCBENCH_EMULATED_NET``
+        names the network's JSON description.
+
+    Returns
+    -------
+    tuple of (list of str, str, dict)
+        ``(["ip", "netns", "exec", NS], HOSTS_FILE, VARIABLES)``, or
+        ``([], "", {})`` without a network.
+
+    Raises
+    ------
+    ValueError
+        The description cannot be read, or has no namespace for ``host``.
+    """
+    path = (os.environ if environ is None else environ).get("HPCBENCH_EMULATED_NET", "")
+    if not path:
+        return [], "", {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"HPCBENCH_EMULATED_NET={path}: {exc}") from None
+    hosts = spec.get("hosts", {})
+    if host not in hosts:
+        raise ValueError(f"host {host!r} is not in the emulated network of {path} (hosts: {sorted(hosts)})")
+    return ["ip", "netns", "exec", hosts[host]], spec["hosts_file"], dict(spec.get("env", {}))
+
+
 def main(argv=None):
     """Run the command given as ssh would, in a UTS namespace named after the host; exec, so no return."""
     try:
         host, command = split_ssh_arguments(sys.argv[1:] if argv is None else argv)
+        prefix, hosts_file, variables = network_prefix(host)
     except ValueError as exc:
         sys.stderr.write(f"emulated_ssh: {exc}\n")
         return 255  # ssh's own status for its errors
-    os.execvp("unshare", ["unshare", "--uts", "--mount", "--propagation", "private", "/bin/sh", "-c", _SETUP,
-                          "emulated_ssh", host, command])
+    env = dict(os.environ)
+    for key, value in variables.items():
+        env.setdefault(key, value)
+    os.execvpe(prefix[0] if prefix else "unshare",
+               [*prefix, "unshare", "--uts", "--mount", "--propagation", "private", "/bin/sh", "-c", _SETUP,
+                "emulated_ssh", host, command, hosts_file], env)
 
 
-# In the new namespaces: the host name, then a private /etc/hosts (a temporary copy plus the name, bound over
-# the file in this mount namespace only, and unlinked at once: the mount keeps it), then the command.
+# In the new namespaces: the host name, then a private /etc/hosts (a temporary copy plus the name, or the
+# network's file, bound over the file in this mount namespace only, and unlinked at once: the mount keeps it),
+# then the command.
 _SETUP = """hostname "$1" || exit 255
 f=$(mktemp) || exit 255
-{ cat /etc/hosts 2>/dev/null; printf '127.0.0.1\t%s\n' "$1"; } > "$f" && mount --bind "$f" /etc/hosts
+if [ -n "$3" ]; then cat "$3"; else cat /etc/hosts 2>/dev/null; printf '127.0.0.1\t%s\n' "$1"; fi > "$f" &&
+  mount --bind "$f" /etc/hosts
 ok=$?
 rm -f "$f"
 [ "$ok" = 0 ] || exit 255

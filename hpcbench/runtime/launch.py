@@ -16,7 +16,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from hpcbench.runtime.emulated_net import LinkSpec
 
 __all__ = ["find_mpiexec", "mpi_command", "job_environment", "start_mpi", "run_mpi", "LaunchTimeout",
            "end_process_group"]
@@ -155,7 +158,8 @@ def start_mpi(n: int, args: Sequence[str], cwd: str | Path | None = None, env: M
 
 def run_mpi(n: int, args: Sequence[str], timeout: float = 300.0, cwd: str | Path | None = None,
             env: Mapping[str, str] | None = None, stdout: IO | None = None,
-            stderr: IO | int | None = None, hosts: Sequence[int] | None = None) -> subprocess.CompletedProcess:
+            stderr: IO | int | None = None, hosts: Sequence[int] | None = None,
+            link: "str | LinkSpec | None" = None) -> subprocess.CompletedProcess:
     """Run ``mpiexec -n N python ARGS...`` to its end and return the finished process.
 
     Parameters
@@ -175,6 +179,11 @@ def run_mpi(n: int, args: Sequence[str], timeout: float = 300.0, cwd: str | Path
         ``stdout``); by default both are captured as text in the result.
     hosts : sequence of int, optional
         Ranks per emulated host (:func:`mpi_command`).
+    link : str or LinkSpec, optional
+        With ``hosts``: each host in a network namespace of its own, joined
+        by a link shaped as ``"rate=1gbit,delay=0.1ms"`` says
+        (:class:`hpcbench.runtime.emulated_net.EmulatedNetwork`; ``""``: not
+        shaped), made for this job and removed after it, whatever its end.
 
     Returns
     -------
@@ -187,7 +196,18 @@ def run_mpi(n: int, args: Sequence[str], timeout: float = 300.0, cwd: str | Path
     ------
     LaunchTimeout
         The job ran past ``timeout``; it has been ended (with what it wrote).
+    ValueError
+        ``link`` without ``hosts``, or a bad link (the message names the key).
+    RuntimeError
+        The link's network cannot be made here (not root; ``LinkUnsupported``: a delay without ``netem``).
     """
+    if link is not None:
+        from hpcbench.runtime.emulated_hosts import host_names
+        from hpcbench.runtime.emulated_net import EmulatedNetwork
+        if hosts is None:
+            raise ValueError("link: an emulated link needs emulated hosts (hosts=...)")
+        with EmulatedNetwork(host_names(len(hosts)), link) as net:
+            return run_mpi(n, args, timeout, cwd, {**(env or {}), **net.env()}, stdout, stderr, hosts)
     capture = stdout is None and stderr is None
     out = subprocess.PIPE if capture else stdout
     err = subprocess.PIPE if capture else stderr

@@ -22,7 +22,7 @@ from hpcbench.train.steps.stepclock import StepClockConfig
 from hpcbench.train.synchronisation.section import _RING, SyncEntry, SyncSection
 
 __all__ = ["LinkConfig", "ElasticConfig", "TrainConfig", "load_config", "flatten_keys", "ConfigError", "SCHEDULES", "SyncEntry",
-           "SyncSection", "PolicyEntry"]
+           "SyncSection", "PolicyEntry", "TrainDatasetConfig"]
 
 #: bucket schedules (:mod:`hpcbench.train.synchronisation.priority`)
 SCHEDULES = ("fifo", "priority")
@@ -73,6 +73,31 @@ class ElasticConfig(Strict):
         return world
 
 
+class TrainDatasetConfig(Strict):
+    """The data a job trains on (:mod:`hpcbench.train.workloads.datasets`); without a name, the registered
+    model's own."""
+
+    name: Optional[str] = Field(None, description="digits, shakespeare, fashion_mnist, idx (any folder of IDX "
+                                                  "files: MNIST, EMNIST, KMNIST) or a user's package.module:callable "
+                                                  "(docs/byo.md); default: the model's own data")
+    path: Optional[str] = Field(None, description="folder of the IDX files (fashion_mnist: default "
+                                                  "/usr/share/datasets/fashion-mnist; idx: required)")
+    prefix: str = Field("", description="idx: the file-name prefix of one set in a folder of several "
+                                        "(EMNIST's emnist-balanced-)")
+    max_test_samples: int = Field(1000, ge=1, description="held-out samples evaluated (a seeded subset of the "
+                                                          "set's test split) after each iteration")
+    options: dict[str, Any] = Field({}, description="free-form keys for a package.module:callable dataset "
+                                                    "factory")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v):
+        from hpcbench.datasets.callables import registered_or_callable
+        from hpcbench.train.workloads.datasets import DATASETS
+
+        return None if v is None else registered_or_callable(v, DATASETS, "dataset.name")
+
+
 def _monitor_entry(entry) -> tuple[str, dict]:
     """``"gns"`` -> ``("gns", {})``; ``{name: variance, estimator: trace}`` -> ``("variance", {estimator: trace})``.
 
@@ -100,7 +125,13 @@ class TrainConfig(Strict):
     output: str = "results/{job_name}-{start}.h5"
     seed: int = 0
     model: str = Field("resnet18", description="resnet18, resnet50, mobilenet_v2, vgg16, digits_mlp, digits_cnn, "
-                                                   "shakespeare_lstm")
+                                                   "shakespeare_lstm, leaf_cnn (LEAF's CNN: Fashion-MNIST or the "
+                                                   "dataset's images) or a user's package.module:callable "
+                                                   "(docs/byo.md; needs dataset)")
+    model_options: dict[str, Any] = Field({}, description="leaf_cnn: {hidden_dense: 2048}; a callable: free-form "
+                                                          "keys for its factory")
+    dataset: TrainDatasetConfig = Field(TrainDatasetConfig(), description="the data, when not the model's own: "
+                                                                           "--dataset.name fashion_mnist (below)")
     image_size: int = Field(224, ge=8, description="synthetic images are image_size x image_size (KungFu: 224)")
     batch_size: int = Field(32, ge=1, description="samples per worker per step")
     lr: float = Field(0.01, gt=0.0, description="SGD learning rate (KungFu: 0.01)")
@@ -187,9 +218,10 @@ class TrainConfig(Strict):
     @field_validator("model")
     @classmethod
     def _model(cls, v):
+        from hpcbench.datasets.callables import registered_or_callable
         from hpcbench.train.workloads.models import MODELS
 
-        return MODELS.check(v)
+        return registered_or_callable(v, MODELS, "model")
 
     @field_validator("sync")
     @classmethod
@@ -236,6 +268,38 @@ class TrainConfig(Strict):
         """``(name, options)`` of every ``monitors`` entry (options without ``interval``: the job's
         ``monitor_interval``)."""
         return [_monitor_entry(m) for m in self.monitors]
+
+    @model_validator(mode="after")
+    def _workload(self):
+        """The model and its data fit: a callable needs a dataset; a registered model trains on its own data
+        (``leaf_cnn`` on any image set); ``model_options`` are keys the model reads."""
+        from hpcbench.datasets.callables import is_callable_name
+        from hpcbench.train.workloads.datasets import DATASETS
+        from hpcbench.train.workloads.models import MODELS
+
+        data = self.dataset.name
+        if is_callable_name(self.model):
+            if data is None:
+                raise ValueError(f"model: {self.model!r} (a package.module:callable) needs a dataset section "
+                                 f"(dataset.name: fashion_mnist, or your own package.module:callable)")
+            return self
+        spec = MODELS[self.model]
+        unknown = sorted(set(self.model_options) - set(spec.options))
+        if unknown:
+            raise ValueError(f"model_options: {self.model!r} reads {', '.join(spec.options) or 'no options'}; "
+                             f"got {unknown[0]!r}")
+        width = self.model_options.get("hidden_dense", 1)
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"model_options.hidden_dense: {width!r}; expected a positive integer (units of "
+                             f"LEAF's dense layer)")
+        if data is not None and data != spec.task:
+            if not spec.any_images:
+                raise ValueError(f"dataset.name: {data!r}: model {self.model!r} trains on {spec.task} only (give "
+                                 f"model leaf_cnn or a package.module:callable model for other data)")
+            if not is_callable_name(data) and DATASETS[data] != "images":
+                raise ValueError(f"dataset.name: {data!r} gives {DATASETS[data]}; model {self.model!r} reads "
+                                 f"images")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -351,7 +415,6 @@ class TrainConfig(Strict):
 
     def _check_policies(self) -> None:
         from hpcbench.train.adaptation.decisions import APPLIERS
-        from hpcbench.train.workloads.models import MODELS
         from hpcbench.train.reporting.tables import STEP_FIELDS
 
         for i, p in enumerate(self.policies):
@@ -372,7 +435,7 @@ class TrainConfig(Strict):
             if p.needs_link_times() and self.link.kind != "model":
                 raise ValueError(f"policies.{i}: {p.name!r} reads each rank's measured link time per byte, which "
                                  f"modelled links measure: give link.kind: model")
-            if p.needs_epochs() and self.epoch_size is None and MODELS[self.model].train_samples is None:
+            if p.needs_epochs() and self.epoch_size is None and self.data_name() == "synthetic":
                 raise ValueError(f"policies.{i}: {p.name!r} acts on epochs; synthetic images have none: set "
                                  f"epoch_size (samples per epoch)")
             for section in p.sync_sections():
@@ -407,6 +470,13 @@ class TrainConfig(Strict):
         ``("ring:priority", {name: ring, schedule: priority}, "priority")``; an entry without a schedule takes
         :attr:`schedule`."""
         return [(s.entry_label(), s, s.schedule or self.schedule) for s in self.sync]
+
+    def data_name(self) -> str:
+        """The data this job trains on: ``dataset.name``, else the registered model's (``synthetic``, ``digits``,
+        ``shakespeare``, ``fashion_mnist``)."""
+        from hpcbench.train.workloads.models import data_name
+
+        return data_name(self.model, self.dataset.name)
 
     def sync_labels(self) -> list[str]:
         """The entries' labels, in order (the ``sync`` column of the tables)."""

@@ -34,11 +34,11 @@ class TrainJob(Job):
     def configure(self, args) -> None:
         from hpcbench.runtime.config import config_overrides
         from hpcbench.train.config import load_config
-        from hpcbench.train.workloads.models import MODELS
+        from hpcbench.train.workloads.models import train_samples
 
         overrides = config_overrides(args)
         self.cfg = cfg = load_config(args.config, overrides)
-        n = MODELS[cfg.model].train_samples
+        n = train_samples(cfg.model, cfg.dataset.name)
         if cfg.elastic is not None:
             self._check_elastic(cfg.elastic)
         from hpcbench.runtime.bounded import check_input_file
@@ -73,12 +73,10 @@ class TrainJob(Job):
                                  f"worker needs one); raise batch_size, or give elastic.batch: keep_local")
 
     def _trains(self) -> bool:
-        """Whether this rank runs the model: real compute, digits, or rank 0 profiling it."""
-        from hpcbench.train.workloads.models import MODELS
-
+        """Whether this rank runs the model: real compute, real data, or rank 0 profiling it."""
         cfg = self.cfg
         return (cfg.compute == "real" or (self.comm.rank == 0 and cfg.profile_file is None)
-                or MODELS[cfg.model].task != "synthetic")
+                or cfg.data_name() != "synthetic")
 
     def memory_need(self):
         from hpcbench.train.memory import memory_need
@@ -93,7 +91,6 @@ class TrainJob(Job):
         from hpcbench.runtime.wait import sleep_bcast
         from hpcbench.train.synchronisation.buckets import BucketPlan
         from hpcbench.train.synchronisation.priority import bucket_need_times
-        from hpcbench.train.workloads.models import MODELS
 
         cfg, comm = self.cfg, self.comm
         self.dilation = TimeDilation(cfg.time_dilation)
@@ -106,7 +103,7 @@ class TrainJob(Job):
                              f"host memory only (device buffers need host staging)")
         self.sync_comm = comm.Dup()
         self.transport = self._transport()
-        self.task = MODELS[cfg.model].task
+        self.task = cfg.data_name()
         self.data = None
         if self._trains():
             import torch
@@ -114,7 +111,12 @@ class TrainJob(Job):
             from hpcbench.train.workloads.data import build_data
 
             torch.set_num_threads(1)
-            self.data = build_data(self.task, cfg.batch_size, cfg.image_size, cfg.seed, comm, self.device.torch)
+            self.data = build_data(self.task, cfg.batch_size, cfg.image_size, cfg.seed, comm, self.device.torch,
+                                   cfg.dataset)
+            n = getattr(self.data, "num_samples", None)
+            if n is not None and cfg.batch_size * comm.size > n:
+                raise InputError(f"batch_size: {cfg.batch_size} x {comm.size} workers exceeds the {n} training "
+                                 f"samples of {self.task}")
         prof, error = None, None
         if comm.rank == 0 and cfg.profile_file is not None:
             from hpcbench.train.steps.profile import load_profile
@@ -128,6 +130,8 @@ class TrainJob(Job):
                 prof = self._profile()
             except (ImportError, RuntimeError) as exc:
                 error = f"model: {cfg.model!r} cannot be built here ({type(exc).__name__}: {exc})"
+            except InputError as exc:    # a user's model that breaks the contract (docs/byo.md)
+                error = str(exc)
             trim_heap()     # the profiled model's freed activations and gradients (about 250 MB)
         prof, error = sleep_bcast(comm, (prof, error))
         if error:
@@ -148,7 +152,7 @@ class TrainJob(Job):
         cfg = self.cfg
         data = self.data
         epoch = cfg.epoch_size if cfg.epoch_size is not None else getattr(data, "num_samples", None)
-        settings = RunSettings(model=cfg.model, seed=cfg.seed, compute=cfg.compute, batch_size=cfg.batch_size,
+        settings = RunSettings(model=cfg.model, model_options=dict(cfg.model_options), seed=cfg.seed, compute=cfg.compute, batch_size=cfg.batch_size,
                                lr=cfg.lr, epoch_size=epoch, warmup=cfg.warmup, iterations=cfg.iterations,
                                batches_per_iter=cfg.batches_per_iter,
                                monitors=tuple(m for m, _ in cfg.monitor_entries()),
@@ -186,7 +190,7 @@ class TrainJob(Job):
         def batches(step):      # rank 0's slice of the steps of a run at the configured batch
             return data.take(step * sum(sizes), sizes)
 
-        model = build_model(cfg.model, cfg.seed).to(self.device.torch)
+        model = build_model(cfg.model, cfg.seed, data, cfg.model_options).to(self.device.torch)
         return profile_compute(model, batches, cfg.profile_steps, cfg.lr, DeviceClock(self.device))
 
     def _clock(self):
@@ -246,7 +250,8 @@ class TrainJob(Job):
                 raise InputError(f"link.trace_index: {link.trace_index}: {exc}") from None
             self.beta = math.nan   # time-varying: no single alpha-beta prediction
         slow = [SlowLink(e.rank, e.from_step, e.factor) for e in link.slow]
-        return LinkTransport(comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation, slow=slow)
+        return LinkTransport(comm, link.latency_s, link.bandwidth, trace=trace, dilation=self.dilation, slow=slow,
+                             scope=link.scope)
 
     # -- output --------------------------------------------------------------------------------------
     def output(self):
@@ -263,12 +268,17 @@ class TrainJob(Job):
                 else f"MobiPerf WAN levels scaled to a mean of {link.wan_mean}, {link.trace_interval_s:g} s each"
                 if link.wan_mean is not None else link.bandwidth)
         slow = "".join(f", rank {e.rank} x{e.factor:g} slower from step {e.from_step}" for e in link.slow)
-        return f"modelled: latency {link.latency_s * 1e6:g} us, bandwidth {rate}{slow}"
+        scope = ", between hosts only (shared memory inside a host)" if link.scope == "between_hosts" else ""
+        return f"modelled: latency {link.latency_s * 1e6:g} us, bandwidth {rate}{slow}{scope}"
 
     def provenance(self) -> dict:
+        from hpcbench.datasets.callables import user_callables
+
         cfg, prof = self.cfg, self.profile
         return dict(job_name=cfg.job_name, compute_mode=cfg.compute, time_dilation=cfg.time_dilation,
                     link_model=self._link_text(), workers=self.comm.size, model=cfg.model, task=self.task,
+                    dataset_path=self._dataset_path(), classes=int(getattr(self.data, "classes", 0) or 0),
+                    user_callables=user_callables(cfg.model, self.task),
                     parameters=int(sum(prof.numels)), gradient_bytes=int(4 * sum(prof.numels)),
                     buckets=len(self.plan.buckets), bucket_bytes=self.bucket_bytes,
                     compute_time_source=prof.source, profile_file=cfg.profile_file or "",
@@ -278,6 +288,15 @@ class TrainJob(Job):
                     schedule=cfg.schedule, host_staging=self.host_staging, step_clock=cfg.step_clock.kind,
                     step_clock_link=cfg.step_clock.describe() if getattr(self, "clock", None) else "",
                     **self._gpu_provenance())
+
+    def _dataset_path(self) -> str:
+        """The folder an IDX set was read from (``""`` for bundled, synthetic or a user's data)."""
+        from hpcbench.datasets.idx import FASHION_MNIST_DIR
+
+        section = self.cfg.dataset
+        if self.task not in ("fashion_mnist", "idx"):
+            return ""
+        return section.path or FASHION_MNIST_DIR
 
     def _gpu_provenance(self) -> dict:
         """The device's attributes; the profile's device too (rank 0 profiled, or the replayed file's)."""

@@ -13,17 +13,27 @@ are left out.
 
 from __future__ import annotations
 
+import math
+
 from hpcbench.runtime.memory import MemoryNeed
 
 __all__ = ["memory_need", "model_bytes"]
 
-_DIGITS_SHAPE = (1, 8, 8)
+#: one sample's input shape and the classes of each data set read before its files are (IDX sets: MNIST's size)
+_SHAPES = {"digits": ((1, 8, 8), 10), "shakespeare": ((80,), 65), "fashion_mnist": ((1, 28, 28), 10),
+           "idx": ((1, 28, 28), 10)}
 
 
-def model_bytes(model: str, batch_size: int, image_size: int) -> tuple[int, int]:
+def _shape(data: str, image_size: int) -> tuple[tuple[int, ...], int]:
+    return ((3, image_size, image_size), 1000) if data == "synthetic" else _SHAPES[data]
+
+
+def model_bytes(model: str, batch_size: int, image_size: int, data: str | None = None,
+                options: dict | None = None) -> tuple[int, int]:
     """(parameter bytes, activation bytes of one forward pass) of ``model`` at ``batch_size`` (float32).
 
-    Built and run on the meta device: nothing is allocated, whatever the sizes.
+    ``data`` is the data set it trains on (default: the model's own). Built
+    and run on the meta device: nothing is allocated, whatever the sizes.
     Activations are 0 where the meta forward cannot run (the real build then
     reports the problem).
     """
@@ -32,10 +42,11 @@ def model_bytes(model: str, batch_size: int, image_size: int) -> tuple[int, int]
     from hpcbench.train.workloads.models import MODELS
 
     spec = MODELS[model]
+    sample, classes = _shape(data or spec.task, image_size)
     with torch.device("meta"):
-        net = spec.build()
+        net = spec.build(sample, classes, options or {})
     params = sum(p.numel() * p.element_size() for p in net.parameters())
-    shape = (batch_size, 3, image_size, image_size) if spec.task == "synthetic" else (batch_size, *_DIGITS_SHAPE)
+    shape = (batch_size, *sample)
     total = [0]
 
     def count(module, inputs, output):
@@ -62,15 +73,12 @@ def memory_need(cfg, trains: bool) -> MemoryNeed:
     trains : bool
         Whether this rank runs the model (real compute, or rank 0 profiling it).
     """
-    keys = f"model={cfg.model}, image_size={cfg.image_size}, batch_size={cfg.batch_size}"
-    if not trains:
-        return MemoryNeed(0, keys)
-    params, activations = model_bytes(cfg.model, cfg.batch_size, cfg.image_size)
-    shape = 3 * cfg.image_size ** 2 if _synthetic(cfg.model) else 64
+    from hpcbench.datasets.callables import is_callable_name
+
+    data = cfg.data_name()
+    keys = f"model={cfg.model}, data={data}, image_size={cfg.image_size}, batch_size={cfg.batch_size}"
+    if not trains or is_callable_name(cfg.model) or is_callable_name(data):
+        return MemoryNeed(0, keys)   # a user's model or data: nothing known until its factory runs
+    params, activations = model_bytes(cfg.model, cfg.batch_size, cfg.image_size, data, cfg.model_options)
+    shape = math.prod(_shape(data, cfg.image_size)[0])
     return MemoryNeed(4 * params + activations + 4 * cfg.batch_size * shape, keys)
-
-
-def _synthetic(model: str) -> bool:
-    from hpcbench.train.workloads.models import MODELS
-
-    return MODELS[model].task == "synthetic"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from hpcbench.fl.data.arrays import ArrayDataset
 
 __all__ = ["CallableDataset"]
@@ -28,33 +26,14 @@ class CallableDataset(ArrayDataset):
 
         Raises
         ------
-        ValueError
+        hpcbench.runtime.errors.InputError
             The factory raised, or returned something else than the contract's
-            arrays (the message names ``dataset.name``, the callable and what was wrong).
+            arrays (:func:`hpcbench.datasets.callables.load_user_arrays`: the message names
+            ``dataset.name``, the callable and what was wrong).
         """
-        from hpcbench.datasets.callables import resolve_callable
-        from hpcbench.fl.data.arrays import split_arrays
+        from hpcbench.datasets.callables import load_user_arrays
 
-        where = f"dataset.name: {cfg.name!r}"
-        factory = resolve_callable(cfg.name, "dataset.name")
-        try:
-            result = factory(cfg.model_dump(), seed)
-        except Exception as exc:
-            raise ValueError(f"{where} raised {type(exc).__name__}: {exc}") from None
-        if not hasattr(result, "keys"):
-            raise ValueError(f"{where} returned a {type(result).__name__}; expected a mapping of x_train, y_train, "
-                             f"x_test, y_test[, clients] arrays")
-        arrays = {k: np.asarray(v) for k, v in result.items()}
-        try:
-            split_arrays(arrays, where)
-        except ValueError as exc:
-            raise ValueError(str(exc)) from None
-        if arrays["x_train"].ndim not in (2, 4):
-            raise ValueError(f"{where}: x_train has shape {arrays['x_train'].shape}; expected (n, F) features or "
-                             f"(n, C, H, W) images")
-        if arrays["x_train"].dtype == np.int64:
-            raise ValueError(f"{where}: x_train is int64; features and images are float32 or uint8")
-        return arrays
+        return load_user_arrays(cfg.name, "dataset.name", cfg.model_dump(), seed)
 
     def __init__(self, cfg, seed: int, arrays: dict | None = None) -> None:
         self.name = cfg.name

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hpcbench.datasets.idx import FASHION_MNIST_DIR, FASHION_MNIST_HOWTO
 from hpcbench.fl.data.arrays import ArrayDataset
 
 __all__ = ["FASHION_MNIST_DIR", "IdxDataset", "FashionMnistDataset"]
 
-#: where Debian's ``dataset-fashion-mnist`` package installs the four IDX files
-FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
 
 class IdxDataset(ArrayDataset):
@@ -77,5 +76,5 @@ class FashionMnistDataset(IdxDataset):
     @classmethod
     def missing(cls, path: str) -> str:
         return (f"dataset.path {path!r}: no such folder; Fashion-MNIST's IDX files come with "
-                f"'apt-get install dataset-fashion-mnist' (into {FASHION_MNIST_DIR}) or from the dataset's "
+                f"'{FASHION_MNIST_HOWTO}' (into {FASHION_MNIST_DIR}) or from the dataset's "
                 f"site, in a folder named by dataset.path")

@@ -42,33 +42,13 @@ class CallableModel(Classifier, nn.Module, FLModel):
             raised, returned no module or one without parameters, or its
             output on two test samples is not ``(2, num_classes)`` floats.
         """
-        from hpcbench.datasets.callables import resolve_callable
+        from hpcbench.models.user import build_user_model
 
-        where = f"model.name: {cfg.name!r}"
         if dataset.input_kind not in ("features", "images"):
-            raise InputError(f"{where}: a callable model trains on feature or image datasets; dataset "
-                             f"{dataset.name!r} gives {dataset.input_kind}")
-        factory = resolve_callable(cfg.name, "model.name")
-        try:
-            inner = factory(cfg.model_dump(), seed, dataset.num_classes)
-        except Exception as exc:
-            raise InputError(f"{where} raised {type(exc).__name__}: {exc}") from None
-        if not isinstance(inner, nn.Module):
-            raise InputError(f"{where} returned a {type(inner).__name__}; expected a torch.nn.Module")
-        if not any(p.requires_grad for p in inner.parameters()):
-            raise InputError(f"{where} returned a module without trainable parameters")
-        x = dataset.test_set()[0][:2]
-        try:
-            with torch.no_grad():
-                out = inner(x)
-        except Exception as exc:
-            raise InputError(f"{where}: the module's forward pass on inputs of shape {tuple(x.shape)} float32 "
-                             f"raised {type(exc).__name__}: {exc}") from None
-        want = (len(x), dataset.num_classes)
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != want or not out.is_floating_point():
-            got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
-            raise InputError(f"{where}: the module maps inputs of shape {tuple(x.shape)} to {got}; expected float "
-                             f"logits of shape {want}")
+            raise InputError(f"model.name: {cfg.name!r}: a callable model trains on feature or image datasets; "
+                             f"dataset {dataset.name!r} gives {dataset.input_kind}")
+        inner = build_user_model(cfg.name, "model.name", cfg.model_dump(), seed, dataset.num_classes,
+                                 dataset.test_set()[0][:2])
         return cls(inner)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -59,19 +59,32 @@ def policy_context(ctx, step: int) -> PolicyContext:
                          total_steps=getattr(ctx.plan, "total_steps", None),
                          max_workers=_pool(ctx),
                          message_elements=tuple(int(n) for n in getattr(getattr(ctx.setup, "plan", None), "numel", ())),
-                         **_algorithm_choice(sync))
+                         **_algorithm_choice(sync, getattr(ctx.setup, "transport", None)))
 
 
-def _algorithm_choice(sync) -> dict:
+def _algorithm_choice(sync, transport) -> dict:
     """The algorithms ``sync`` can switch to (registered, with a cost model) and the per-link cost model, for a
-    synchroniser that switches its algorithm; nothing otherwise."""
+    synchroniser that switches its algorithm; with links modelled between hosts only (``link.scope:
+    between_hosts``) on several hosts, also the host layout and the two-level model; nothing otherwise."""
     if not sync.switches_algorithm:
         return {}
     from hpcbench.collectives.algorithms import find, names
     from hpcbench.collectives.linkcost import allreduce_options, predict_allreduce_links
 
+    hosts = tuple(getattr(transport, "ranks_per_host", ()) or ())
+    two_level = dict(ranks_per_host=hosts, allreduce_time_hosts=between_hosts_time) if len(hosts) > 1 else {}
     return dict(algorithms=tuple(a for a in names() if find(a).cost is not None),
-                allreduce_time=predict_allreduce_links, algorithm_options=allreduce_options)
+                allreduce_time=predict_allreduce_links, algorithm_options=allreduce_options, **two_level)
+
+
+def between_hosts_time(algorithm: str, nbytes: int, ranks_per_host, alpha_s: float, beta: float) -> float:
+    """Seconds of one allreduce of ``nbytes`` per rank over hosts of ``ranks_per_host`` ranks when messages inside
+    a host are free (shared memory, not modelled) and those between hosts take ``alpha_s + nbytes beta``: the
+    two-level model (:func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`) of ``link.scope:
+    between_hosts``; :attr:`~hpcbench.policies.base.PolicyContext.allreduce_time_hosts`."""
+    from hpcbench.collectives.linkcost import HostLinks, predict_allreduce_hosts
+
+    return predict_allreduce_hosts(algorithm, int(nbytes), HostLinks(tuple(ranks_per_host), 0.0, 0.0, alpha_s, beta))
 
 
 def _pool(ctx) -> int | None:

@@ -29,7 +29,9 @@ class RunSettings:
     Attributes
     ----------
     model : str
-        Registered model name.
+        Registered model name, or a user's ``package.module:callable``.
+    model_options : dict
+        The job's ``model_options`` (LEAF's CNN's width, a user factory's keys).
     seed : int
     compute : {"real", "emulated"}
     batch_size : int
@@ -66,6 +68,7 @@ class RunSettings:
     bucket_bytes: int
     progress: bool = False
     host_staging: bool = False
+    model_options: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -40,20 +40,26 @@ __all__ = ["TrainLoop"]
 
 
 class _LinkCounter:
-    """A transport's payload bytes and modelled link time (``modelled_busy_s``, NaN where it has none) since
-    this object was made: one step's ``sent_bytes`` and ``link_busy_s``."""
+    """A transport's payload bytes over its link (``link_bytes_sent`` of a modelled link: with ``link.scope:
+    between_hosts`` those to other hosts; every byte sent otherwise) and modelled link time
+    (``modelled_busy_s``, NaN where it has none) since this object was made: one step's ``sent_bytes`` and
+    ``link_busy_s``, whose ratio is the link's seconds per byte."""
 
     __slots__ = ("tr", "bytes", "busy")
 
     def __init__(self, tr) -> None:
         self.tr = tr
-        self.bytes = tr.bytes_sent if tr is not None else 0
+        self.bytes = self._sent(tr) if tr is not None else 0
         self.busy = getattr(tr, "modelled_busy_s", np.nan)
+
+    @staticmethod
+    def _sent(tr) -> int:
+        return getattr(tr, "link_bytes_sent", tr.bytes_sent)
 
     def since(self) -> tuple[float, float]:
         if self.tr is None:
             return np.nan, np.nan
-        return float(self.tr.bytes_sent - self.bytes), float(getattr(self.tr, "modelled_busy_s", np.nan) - self.busy)
+        return float(self._sent(self.tr) - self.bytes), float(getattr(self.tr, "modelled_busy_s", np.nan) - self.busy)
 
 
 class TrainLoop:

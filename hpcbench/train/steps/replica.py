@@ -20,7 +20,7 @@ def build_worker(ctx, model=None):
         from hpcbench.train.steps.worker import Worker
 
         device = setup.device
-        model = model if model is not None else build_model(s.model, s.seed)
+        model = model if model is not None else build_model(s.model, s.seed, setup.data, s.model_options)
         if device is not None:
             model = model.to(device.torch)
         return Worker(model, ctx.sync, setup.profile, ctx.state, s.bucket_bytes, s.overlap, setup.dilation,

@@ -19,10 +19,12 @@ Per step, on this rank:
 ``step_s``
     the whole step.
 ``sent_bytes``, ``link_busy_s``
-    payload bytes this rank's transport sent during the step, and the
-    modelled time its outgoing link spent transmitting them (undilated
-    seconds; NaN without a modelled link): ``link_busy_s / sent_bytes`` is
-    the link's measured time per byte (filled by the step loop).
+    payload bytes this rank's transport sent during the step (over the
+    modelled link: with ``link.scope: between_hosts`` only those to other
+    hosts), and the modelled time its outgoing link spent transmitting them
+    (undilated seconds; NaN without a modelled link): ``link_busy_s /
+    sent_bytes`` is the link's measured time per byte (filled by the step
+    loop).
 ``policy_calls_s``, ``policy_agree_s``
     the policies' machinery of the previous step on this rank (filled by the
     step loop; 0 without policies): its hook calls, and its agreement

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from hpcbench.runtime.errors import InputError
 from hpcbench.runtime.wait import sleep_bcast
 from hpcbench.train.workloads.digits import DigitsTask
 from hpcbench.train.workloads.text import ShakespeareTask
@@ -55,6 +56,15 @@ class SyntheticImages:
         y = torch.randint(0, self.classes, (b,), generator=g)
         return x.to(self.device), y.to(self.device)
 
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """``(3, image_size, image_size)``."""
+        return (3, self.image_size, self.image_size)
+
+    def sample_inputs(self, k: int) -> torch.Tensor:
+        """``k`` random inputs on the CPU (a user model's check)."""
+        return torch.randn(k, *self.input_shape, generator=torch.Generator().manual_seed(self.seed))
+
     def take(self, position: int, sizes) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and labels of this worker's ``sizes[rank]`` samples (the same batch whatever ``position``)."""
         b = int(sizes[self.rank])
@@ -67,11 +77,37 @@ class SyntheticImages:
         return float("nan")
 
 
-def build_data(task: str, batch: int, image_size: int, seed: int, comm, device: str = "cpu"):
-    """The data of ``task`` (``"synthetic"``, ``"digits"`` or ``"shakespeare"``) for this rank, on torch device
-    ``device``; collective over ``comm`` (rank 0 loads a real data set and broadcasts it)."""
+def build_data(task: str, batch: int, image_size: int, seed: int, comm, device: str = "cpu", dataset=None):
+    """The data of ``task`` for this rank, on torch device ``device``; collective over ``comm``.
+
+    Parameters
+    ----------
+    task : str
+        ``"synthetic"``, ``"digits"``, ``"shakespeare"``, ``"fashion_mnist"``, ``"idx"`` or a user's
+        ``package.module:callable`` (:mod:`hpcbench.train.workloads.datasets`).
+    batch, image_size, seed : int
+    comm : mpi4py.MPI.Comm
+    device : str
+    dataset : hpcbench.train.config.TrainDatasetConfig, optional
+        The job's ``dataset`` section (needed for ``fashion_mnist``, ``idx`` and callables) (path, prefix, held-out size, a factory's options).
+
+    Raises
+    ------
+    InputError
+        On every rank, when rank 0 cannot read the data (it reads them and broadcasts them, or the error).
+    """
     if task == "synthetic":
         return SyntheticImages(batch, image_size, seed, comm.rank, device)
-    cls = ShakespeareTask if task == "shakespeare" else DigitsTask
-    arrays = sleep_bcast(comm, cls.load(seed) if comm.rank == 0 else None)
+    from hpcbench.train.workloads.arrays import ArrayTask, load_arrays
+
+    cls = ShakespeareTask if task == "shakespeare" else DigitsTask if task == "digits" else ArrayTask
+    arrays, error = None, None
+    if comm.rank == 0:
+        try:
+            arrays = cls.load(seed) if cls is not ArrayTask else load_arrays(task, dataset, seed)
+        except InputError as exc:
+            error = str(exc)
+    arrays, error = sleep_bcast(comm, (arrays, error))
+    if error is not None:
+        raise InputError(error)
     return cls(seed, comm.rank, comm.size, arrays, device)
