@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from hpcbench.bench.flower_compare import flower_settings, ranks_only, resolve_python
+from hpcbench.bench.flower_compare import ranks_only, resolve_python
+from hpcbench.bench.peers import check_job
 from hpcbench.bench.process_memory import TreeMemory, TreeSampler, descendants, tree_memory
 from hpcbench.fl.config import FLConfig
 from hpcbench.runtime.errors import InputError
@@ -67,23 +68,22 @@ def test_ranks_only_leaves_out_the_launcher():
     assert ranks_only(mem) == (400, 200)
 
 
-def test_flower_settings_from_the_job_config():
-    cfg = FLConfig.model_validate({"dataset": {"num_clients": 10000, "samples_per_client": 20},
-                                   "participants": 1300, "local_steps": 5}).model_dump()
-    flags = flower_settings(cfg, 10000, 1300)
-    got = dict(zip(flags[::2], flags[1::2]))
-    assert got == {"--clients": "10000", "--participants": "1300", "--local-steps": "5", "--batch-size": "16",
-                   "--learning-rate": "0.1", "--samples-per-client": "20", "--hidden": "64", "--seed": "1",
-                   "--eval-interval": "5"}
+def test_peers_check_the_job_config():
+    ok = FLConfig.model_validate({"dataset": {"num_clients": 100, "samples_per_client": 20}}).model_dump()
+    check_job(ok, "--flower")
+    cnn = FLConfig.model_validate({"dataset": {"name": "fashion_mnist", "samples_per_client": None},
+                                   "model": {"name": "cnn"}}).model_dump()
+    check_job(cnn, "--pfl")
     for change, key in (({"aggregator": {"name": "fedyogi"}}, "aggregator.name"), ({"momentum": 0.5}, "momentum"),
-                        ({"dataset": {"num_clients": 100, "samples_per_client": None}}, "samples_per_client"),
-                        ({"dataset": {"alpha": 0.1}}, "dataset.alpha"),
+                        ({"decay_factor": 0.9}, "decay_factor"),
                         ({"aggregator": {"name": "fedavg", "server_learning_rate": 2.0}},
                          "aggregator.server_learning_rate"),
-                        ({"uplink_compression": {"name": "topk", "ratio": 0.01}}, "uplink_compression")):
+                        ({"uplink_compression": {"name": "topk", "ratio": 0.01}}, "uplink_compression"),
+                        ({"model": {"name": "mobilenet_v2"},
+                          "dataset": {"name": "fashion_mnist", "samples_per_client": None}}, "model.name")):
         bad = FLConfig.model_validate({"dataset": {"num_clients": 100, "samples_per_client": 20}, **change})
-        with pytest.raises(InputError, match=key):
-            flower_settings(bad.model_dump(), 100, 10)
+        with pytest.raises(InputError, match=f"--pfl: .*{key}"):
+            check_job(bad.model_dump(), "--pfl")
 
 
 def test_resolve_python(tmp_path):

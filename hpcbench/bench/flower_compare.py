@@ -16,22 +16,17 @@ same way, from the launcher, outside both process trees:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from hpcbench.bench.process_memory import TreeMemory, TreeSampler
-from hpcbench.fl.config import FLConfig
-from hpcbench.runtime.errors import InputError
-from hpcbench.runtime.launch import end_process_group
+from hpcbench.bench.peers import isolated_pythonpath, resolve_peer_python, run_tree, steady_round
+from hpcbench.bench.process_memory import TreeMemory
 
 _STARTUP_TIMEOUT = "timed out during startup"  # Ray's message when its node fails to come up in time
+_CRASHED = "Simulation Runtime crashed"  # Flower's message when its engine failed (it may then never return)
 
-__all__ = ["resolve_python", "run_flower", "flower_settings", "ranks_only", "LAUNCHER_NAMES"]
+__all__ = ["resolve_python", "run_flower", "ranks_only", "LAUNCHER_NAMES"]
 
 #: process names of the MPI launcher side (not ranks): ``mpiexec`` and MPICH's Hydra process manager
 LAUNCHER_NAMES = frozenset({"mpiexec", "mpiexec.hydra", "mpirun", "hydra_pmi_proxy"})
@@ -41,19 +36,8 @@ def resolve_python(value: str) -> str | None:
     """The Python that runs Flower for ``--flower VALUE``, or None to skip the comparison.
 
     ``auto``: this interpreter when ``flwr`` and ``ray`` are importable in it,
-    else None; ``none``: None; anything else: a Python executable.
-
-    Parameters
-    ----------
-    value : str
-        The ``--flower`` argument: ``"auto"``, ``"none"`` or the path of a
-        Python executable.
-
-    Returns
-    -------
-    str or None
-        Path of the Python executable (``sys.executable`` for ``"auto"``),
-        or None when the comparison is skipped.
+    else None; ``none``: None; anything else: a Python executable
+    (:func:`hpcbench.bench.peers.resolve_peer_python`).
 
     Raises
     ------
@@ -61,116 +45,24 @@ def resolve_python(value: str) -> str | None:
         ``VALUE`` names no executable file, or one that cannot import ``flwr`` and ``ray``
         (tried once, before anything is launched).
     """
-    if value == "none":
-        return None
-    if value == "auto":
-        found = all(importlib.util.find_spec(m) is not None for m in ("flwr", "ray"))
-        return sys.executable if found else None
-    if not (os.path.isfile(value) and os.access(value, os.X_OK)):
-        raise InputError(f"--flower: {value!r} is not an executable Python (expected auto, none or a path)")
-    _check_python(value)
-    return value
+    return resolve_peer_python(value, "--flower", ("flwr", "ray"))
 
 
-#: seconds ``--flower PYTHON`` may take to import Flower and Ray before the benchmark starts
-_IMPORT_CHECK_S = 120
-
-
-def _check_python(python: str) -> None:
-    """Run ``python -c "import flwr, ray"`` once, before any launch; InputError naming ``--flower`` if it fails."""
-    import subprocess
-
-    try:
-        proc = subprocess.run([python, "-c", "import flwr, ray"], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, errors="replace", timeout=_IMPORT_CHECK_S)
-    except subprocess.TimeoutExpired:
-        raise InputError(f"--flower: {python!r} did not import flwr and ray within {_IMPORT_CHECK_S} s") from None
-    except OSError as exc:
-        raise InputError(f"--flower: {python!r} cannot be started: {exc.strerror or exc}") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
-        raise InputError(f"--flower: {python!r} cannot import flwr and ray (exit {proc.returncode}: {last}); give "
-                         f"a Python with Flower installed, auto or none")
-
-
-def flower_settings(config: dict, clients: int, participants: int) -> list[str]:
-    """Flags of :mod:`hpcbench.bench.flower_baseline` giving the task of an hpcbench job's ``config``.
-
-    Parameters
-    ----------
-    config : dict
-        The job's federated config as a plain dict: ``dataset`` (``name``,
-        ``samples_per_client``), ``model`` (``name``, ``hidden``),
-        ``aggregator`` (``name``), ``local_steps``, ``batch_size``,
-        ``learning_rate``, ``seed``, ``eval_interval``, ``rounds``, and
-        optionally ``momentum`` and ``decay_factor``.
-    clients : int
-        Registered clients (Flower virtual SuperNodes).
-    participants : int
-        Clients trained and aggregated per round.
-
-    Returns
-    -------
-    list of str
-        Command-line flags (``--clients``, ``--participants``,
-        ``--local-steps``, ``--batch-size``, ``--learning-rate``,
-        ``--samples-per-client``, ``--hidden``, ``--seed``, ``--eval-interval``
-        with their values; the global model is evaluated on the test set
-        after the same rounds as hpcbench's, every ``eval_interval`` and the
-        last); ``--rounds`` and ``--json`` are added by :func:`run_flower`.
-
-    Raises
-    ------
-    InputError
-        The job is not one Flower's side reproduces (another dataset, model,
-        momentum, decay factor or server optimizer, or no ``samples_per_client``).
-    KeyError
-        ``config`` lacks one of the required keys.
-    """
-    ds, model = config["dataset"], config["model"]
-    unsupported = {"dataset.name": (ds["name"], "digits"), "model.name": (model["name"], "mlp"),
-                   "momentum": (config.get("momentum", 0.0), 0.0),
-                   "aggregator.name": (config["aggregator"]["name"], "fedavg"),
-                   "decay_factor": (config.get("decay_factor", 1.0), 1.0)}
-    defaults = FLConfig().model_dump()  # what the Flower side builds for every key it is not given
-    for key in ("dataset.partition", "dataset.alpha", "dataset.test_fraction", "aggregator.server_learning_rate",
-                "uplink_compression", "downlink_compression", "mode"):
-        path = key.split(".")
-        value, wanted = config, defaults
-        for part in path:
-            value, wanted = (value or {}).get(part), (wanted or {}).get(part)
-        unsupported[key] = (value, wanted)
-    for key, (value, wanted) in unsupported.items():
-        if value != wanted:
-            raise InputError(f"--flower: the Flower baseline runs {key} {wanted!r} only, the job has {value!r}")
-    if ds.get("samples_per_client") is None:
-        raise InputError("--flower: the job needs dataset.samples_per_client (every client's data size)")
-    return ["--clients", str(clients), "--participants", str(participants),
-            "--local-steps", str(config["local_steps"]), "--batch-size", str(config["batch_size"]),
-            "--learning-rate", repr(float(config["learning_rate"])),
-            "--samples-per-client", str(ds["samples_per_client"]), "--hidden", str(model["hidden"]),
-            "--seed", str(config["seed"]), "--eval-interval", str(config["eval_interval"])]
-
-
-def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: Path,
+def run_flower(python: str, task: Path, rounds: int, warmup: int, outdir: Path,
                interval_s: float = 0.5, attempts: int = 3) -> dict:
-    """Run the Flower baseline under ``python``; its steady round time, peak tree memory and versions.
+    """Run the Flower baseline under ``python`` on a task folder; its steady round time, peak tree memory and versions.
 
     Ray gives its raylet a fixed 30 s to register with its GCS server; on a
     loaded machine that start-up can time out and the simulation ends before
     its first round. Such a run is repeated, up to ``attempts`` runs in all
     (the memory and times reported are those of the run that completed).
 
-    Returns a dict with ``round_s`` (median of the rounds after ``warmup``),
-    ``rounds_s`` (every round), ``memory`` (:class:`TreeMemory`, peak over
-    the run), ``flwr``, ``ray``, ``log`` (path of its output).
-
     Parameters
     ----------
     python : str
         Python executable with ``flwr[simulation]`` (see :func:`resolve_python`).
-    flags : list of str
-        Flags of the task (see :func:`flower_settings`).
+    task : pathlib.Path
+        Task folder (:mod:`hpcbench.bench.peer_task`).
     rounds : int
         Rounds to run (``--rounds``).
     warmup : int
@@ -185,10 +77,11 @@ def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: 
     Returns
     -------
     dict
-        ``round_s`` : float, seconds; ``rounds_s`` : list of float, seconds,
-        one per round, the first from the strategy's start; ``memory`` :
-        :class:`TreeMemory`, bytes; ``flwr``, ``ray`` : str, versions;
-        ``log`` : str, path of the run's output.
+        ``round_s`` : float, seconds (median of the rounds after ``warmup``);
+        ``rounds_s`` : list of float, seconds, one per round, the first from
+        the strategy's start; ``memory`` : :class:`TreeMemory`, bytes, peak
+        over the run; ``flwr``, ``ray`` : str, versions; ``evaluations`` :
+        list of ``[round, accuracy, loss]``; ``log`` : str, path of the run's output.
 
     Raises
     ------
@@ -199,34 +92,20 @@ def run_flower(python: str, flags: list[str], rounds: int, warmup: int, outdir: 
     """
     out_json = outdir / "flower.json"
     log = outdir / "flower.log"
-    cmd = [python, "-m", "hpcbench.bench.flower_baseline", *flags, "--rounds", str(rounds), "--json", str(out_json)]
-    # Flower's Python sees this hpcbench package alone (a link in a folder of its own), not the rest of
-    # the environment it is installed in: that venv's torch, numpy and protobuf stay Flower's
-    root = outdir / "hpcbench-only"
-    root.mkdir(exist_ok=True)
-    link = root / "hpcbench"
-    if not link.exists():
-        link.symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
-    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", PYTHONPATH=str(root))
+    cmd = [python, "-m", "hpcbench.bench.flower_baseline", "--task", str(task), "--rounds", str(rounds),
+           "--json", str(out_json)]
+    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", PYTHONPATH=isolated_pythonpath(outdir))
     for attempt in range(1, attempts + 1):
-        with open(log, "w") as f:
-            # its own session, so that Ray's processes go with it if this process is interrupted
-            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-            try:
-                with TreeSampler(proc.pid, interval_s) as sampler:
-                    rc = proc.wait()
-            finally:
-                end_process_group(proc)
+        rc, sampler = run_tree(cmd, log, env, interval_s, crashed=_CRASHED)
         if rc == 0 or _STARTUP_TIMEOUT not in log.read_text() or attempt == attempts:
             break
         print(f"Flower: Ray's node start-up timed out (attempt {attempt} of {attempts}); retrying", flush=True)
     if rc != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({rc}):\n{log.read_text()[-3000:]}")
     info = json.loads(out_json.read_text())
-    ends = [info["start_unix_s"], *info["round_end_unix_s"]]
-    walls = [b - a for a, b in zip(ends, ends[1:])]
-    return {"round_s": statistics.median(walls[warmup:]), "rounds_s": walls, "memory": sampler.peak(),
-            "flwr": info["flwr"], "ray": info["ray"], "log": str(log)}
+    round_s, walls = steady_round(info, warmup)
+    return {"round_s": round_s, "rounds_s": walls, "memory": sampler.peak(), "flwr": info["flwr"],
+            "ray": info["ray"], "evaluations": info.get("evaluations", []), "log": str(log)}
 
 
 def ranks_only(mem: TreeMemory) -> tuple[int, int]:

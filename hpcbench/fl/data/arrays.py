@@ -137,6 +137,18 @@ class ArrayDataset(FederatedDataset):
         """Labels of a client's samples (int64)."""
         return self._y[self.indices[self.offsets[client_id]:self.offsets[client_id + 1]]]
 
+    def training_pool(self) -> tuple[np.ndarray, np.ndarray, float | None]:
+        """The stored training samples ``indices`` points into, their labels, and the factor applied to uint8 inputs.
+
+        Returns
+        -------
+        tuple
+            ``(x, y, scale)``: ``x`` as stored (:data:`ARRAY_KEYS`, shape
+            ``(n, *input_shape)``), ``y`` int64 ``(n,)`` (or ``(n, T)``),
+            ``scale`` (1/255 for uint8 inputs, else None).
+        """
+        return self._x, self._y, None if self._scale is None else float(self._scale)
+
     def shard_arrays(self, client_id: int) -> tuple[np.ndarray, np.ndarray]:
         idx = self.indices[self.offsets[client_id]:self.offsets[client_id + 1]]
         return self._inputs(self._x[idx]), np.array(self._y[idx])

@@ -85,6 +85,10 @@ class DigitsDataset(FederatedDataset):
         idx = self.indices[self.offsets[client_id]:self.offsets[client_id + 1]]
         return self._x[idx], self._y[idx]
 
+    def training_pool(self) -> tuple[np.ndarray, np.ndarray, float | None]:
+        """The training samples ``indices`` points into: float32 ``(n, 64)`` inputs, int64 ``(n,)`` labels, no scale."""
+        return self._x, self._y, None
+
     def test_set(self):
         import torch
 
