@@ -91,3 +91,37 @@ def test_flops_price_the_cnn(images):
     # conv1: 12*12*32*25, conv2: 6*6*64*32*25, dense: 3*3*64*64 + 64*4
     want = 12 * 12 * 32 * 25 + 6 * 6 * 64 * 32 * 25 + 3 * 3 * 64 * 64 + 64 * 4
     assert forward_macs_per_sample(model, images.test_set()[0][:4]) == pytest.approx(want, rel=1e-6)
+
+
+def test_round_updates_refused_before_they_outgrow_memory():
+    """A round's float32 updates (clients x parameters x 4 bytes) beyond the aggregator's memory: the message."""
+    from hpcbench.fl.limits import round_updates_error
+
+    sync = FLConfig(participants=1300, overcommitment=1.0,
+                    dataset=DatasetConfig(num_clients=3000))
+    msg = round_updates_error(sync, 6_497_162, available=20 * 10**9)
+    assert msg is not None and "participants=1300, overcommitment=1.0" in msg and "33.8 GB" in msg
+    assert "6,497,162 parameters" in msg and "model.name 'mlp'" in msg
+    assert round_updates_error(sync, 6_497_162, available=34 * 10**9) is None
+    assert round_updates_error(sync.model_copy(update={"participants": 100}), 6_497_162, 3 * 10**9) is None
+    fedbuff = FLConfig(mode="async", participants=10, asynchronous={"concurrency": 2000, "buffer_size": 5})
+    msg = round_updates_error(fedbuff, 10**6, available=10**9)
+    assert msg is not None and "asynchronous.concurrency=2000" in msg and "8 GB" in msg
+
+
+def test_fl_job_whose_round_cannot_fit_exits_2(tmp_path):
+    """The real job: exit 2 naming participants and the model's size, every rank, no results file."""
+    from mpitools import run_mpi
+
+    folder = tmp_path / "idx"
+    write_idx(folder, n_train=160, n_test=20, size=28, classes=4)
+    out = tmp_path / "o.h5"
+    # 1e5 participants of LEAF's CNN at 28x28: 2.6 TB of updates in one round
+    proc = run_mpi(2, ["-m", "hpcbench.fl", "--dataset.name", "idx", "--dataset.path", str(folder),
+                       "--dataset.num_clients", "100000", "--dataset.samples_per_client", "1",
+                       "--participants", "100000", "--overcommitment", "1.0", "--model.name", "cnn",
+                       "--traces.availability.format", "none", "--rounds", "1", "--progress", "false",
+                       "--output", str(out)], timeout=240)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "participants=100000" in proc.stderr and "on the aggregator" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()

@@ -12,7 +12,7 @@ import math
 
 from hpcbench.runtime.memory import MemoryNeed
 
-__all__ = ["MAX_SAMPLE_GRADIENTS", "sample_gradients", "memory_need"]
+__all__ = ["MAX_SAMPLE_GRADIENTS", "sample_gradients", "memory_need", "round_updates_error"]
 
 #: Most per-sample gradient computations a job may ask for: rounds x clients per round x
 #: local_steps x batch_size. The digits job trains about 77,000 samples per second at -np 4 on
@@ -45,3 +45,42 @@ def memory_need(cfg) -> MemoryNeed:
     if data.samples_per_client:
         keys += f", dataset.samples_per_client={data.samples_per_client}"
     return MemoryNeed(data.num_clients * per_client, keys + " (the client split every rank holds)")
+
+
+def round_updates_error(cfg, num_parameters: int, available: int) -> str | None:
+    """The refusal of a job whose one round of client updates cannot fit in the aggregator's memory.
+
+    The aggregator collects a round's updates in one float32 block of
+    ``clients x num_parameters x 4`` bytes (:class:`hpcbench.fl.executors.block.ResultBlock`):
+    ``clients`` is ``ceil(participants x overcommitment)`` for ``mode: sync`` and
+    ``asynchronous.concurrency`` (default ``participants``) for ``mode: async``. Checked once the
+    model is built (its size is not known from the config alone), on every rank alike.
+
+    Parameters
+    ----------
+    cfg : FLConfig
+    num_parameters : int
+        The model's parameter count.
+    available : int
+        Bytes available on the node (:func:`hpcbench.runtime.memory.available_bytes`).
+
+    Returns
+    -------
+    str or None
+        ``"participants=1300, overcommitment=1.0: a round's 1300 updates of 6,497,162 parameters
+        need 33.8 GB on the aggregator; 22.1 GB available ..."``, or None when they fit.
+    """
+    from hpcbench.runtime.memory import format_bytes
+
+    if cfg.mode == "async":
+        clients = cfg.asynchronous.concurrency or cfg.participants
+        keys = f"asynchronous.concurrency={clients}"
+    else:
+        clients = math.ceil(cfg.participants * cfg.overcommitment)
+        keys = f"participants={cfg.participants}, overcommitment={cfg.overcommitment}"
+    need = clients * int(num_parameters) * 4
+    if need <= available:
+        return None
+    return (f"memory: {keys}: a round's {clients} updates of {num_parameters:,} parameters (model.name "
+            f"{cfg.model.name!r}) need {format_bytes(need)} on the aggregator; {format_bytes(available)} "
+            f"available (fewer clients per round, or a smaller model)")

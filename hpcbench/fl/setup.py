@@ -144,6 +144,7 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
         model = build_numpy_model(cfg.model, dataset, cfg.seed)
         num_parameters, model_bytes = model.num_parameters, 4 * model.num_parameters  # float32
         uplink = downlink = None
+    _check_round_memory(cfg, num_parameters, comm)
     from hpcbench.fl.engines import ENGINES
 
     server_engine = _server_engine(cfg)
@@ -164,6 +165,22 @@ def prepare(cfg, comm: MPI.Comm | None = None) -> Setup:
         model = model.to(where.torch)
     return Setup(cfg, dataset, model, clock, selector, AGGREGATORS[cfg.aggregator.name](cfg.aggregator),
                  model_bytes, num_parameters, uplink, downlink, server_model, where, server_engine)
+
+
+def _check_round_memory(cfg, num_parameters: int, comm) -> None:
+    """Exit 2 on every rank when a round's updates cannot fit on the aggregator (:func:`round_updates_error`).
+
+    Rank 0 (the aggregator) reads its node's available memory and shares it, so every rank decides alike.
+    """
+    from hpcbench.fl.limits import round_updates_error
+    from hpcbench.runtime.memory import available_bytes
+
+    free = available_bytes() if comm is None or comm.rank == 0 else None
+    if comm is not None and comm.size > 1:
+        free = comm.bcast(free, root=0)
+    error = round_updates_error(cfg, num_parameters, free)
+    if error is not None:
+        raise InputError(error)
 
 
 def _client_device(cfg, comm, torch_here: bool):
