@@ -77,6 +77,22 @@ def test_aggregation_fixed_order_is_deterministic():
     np.testing.assert_allclose(a, (g + first).astype(np.float32), rtol=1e-6, atol=1e-6)
 
 
+def test_weighted_average_blocks_give_the_bits_of_one_pass_per_client():
+    """Column blocks (``_COLUMNS``) change the loop order, not any element's sum: the bits of
+    ``sum += w_k * float64(delta_k)`` client by client, also where P is not a multiple of the block."""
+    from hpcbench.fl.aggregation import fedavg
+
+    rng = np.random.default_rng(7)
+    for m, p in [(1, 3), (5, fedavg._COLUMNS), (9, 2 * fedavg._COLUMNS + 11)]:
+        deltas = (rng.standard_normal((m, p)) * 10.0 ** rng.integers(-6, 6, (m, 1))).astype(np.float32)
+        n = rng.integers(1, 500, m)
+        weights = n / n.sum()
+        one_pass = np.zeros(p)
+        for w, d in zip(weights, deltas):
+            one_pass += w * d.astype(np.float64)
+        assert weighted_average(deltas, n).tobytes() == one_pass.tobytes()
+
+
 def test_fedavg_server_learning_rate():
     cfg = FLConfig.model_validate({"aggregator": {"name": "fedavg", "server_learning_rate": 0.5}})
     g = np.ones(2, np.float32)

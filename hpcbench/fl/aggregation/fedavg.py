@@ -15,6 +15,9 @@ __all__ = ["weighted_average", "client_weights", "Weighting", "FedAvg"]
 #: alike (FedScale's aggregator, ``fedscale/cloud/aggregation/aggregator.py``: sum / number of clients)
 Weighting = Literal["examples", "uniform"]
 
+#: columns per block of :func:`weighted_average` (256 KiB of float64: the sum and the product stay in L2)
+_COLUMNS = 1 << 15
+
 
 def client_weights(updates: ClientUpdates, weighting: str) -> np.ndarray:
     """Weights of the round's updates: ``num_examples`` (``examples``) or ones (``uniform``); float64, shape (m,)."""
@@ -30,7 +33,8 @@ def weighted_average(deltas: np.ndarray, num_examples: np.ndarray) -> np.ndarray
     deltas : ndarray of shape (m, P), float32
         One model update (local minus global parameters) per client, in a fixed
         client order; the sum runs in that order in float64, so the same rows in
-        the same order give the same bits.
+        the same order give the same bits (``sum += w_k * float64(delta_k)``,
+        element by element, whatever the blocking).
     num_examples : ndarray of shape (m,), int
         Local example count ``n_k`` of each client.
 
@@ -53,8 +57,16 @@ def weighted_average(deltas: np.ndarray, num_examples: np.ndarray) -> np.ndarray
         raise ValueError(f"num_examples must be >= 0 with a positive sum, got {n.tolist()}")
     weights = n / n.sum()
     out = np.zeros(deltas.shape[1], dtype=np.float64)
-    for w, d in zip(weights, deltas):
-        out += w * d.astype(np.float64)
+    scratch = np.empty(min(_COLUMNS, deltas.shape[1]), dtype=np.float64)
+    # column blocks, every client in order within each: each element sees the same additions in the
+    # same order as one pass per client (the same bits), while the block's sum and product stay in
+    # cache and no (P,) temporary is allocated per client
+    for lo in range(0, deltas.shape[1], _COLUMNS):
+        acc = out[lo:lo + _COLUMNS]
+        tmp = scratch[:len(acc)]
+        for w, d in zip(weights, deltas[:, lo:lo + _COLUMNS]):
+            np.multiply(d, w, out=tmp, dtype=np.float64)
+            acc += tmp
     return out
 
 

@@ -193,14 +193,19 @@ class ClientEngine:
         Runs of tasks sharing a start model and learning rate
         (:meth:`ClientTasks.runs`) go to :meth:`train_run` together.
         Counts the tasks in :attr:`trained` and their wall seconds in :attr:`train_wall_s`.
+        Runs inside :func:`hpcbench.runtime.heap.reusing_heap`: under the FL job's fixed mmap
+        threshold every training step would otherwise map and fault in its gradients anew.
         """
-        for lo, hi, slot, lr_round in tasks.runs():
-            rows = block.rows(lo, hi)
-            self.train_run(tasks.client_ids[lo:hi], tasks.streams[lo:hi], tasks.models[slot],
-                           self.local.learning_rate_of(lr_round), rows)
-            for wall in rows.train_wall_s.tolist():
-                self.train_wall_s += wall
-            self.trained += hi - lo
+        from hpcbench.runtime.heap import reusing_heap
+
+        with reusing_heap():  # a training step's gradients and activations reuse the last step's memory
+            for lo, hi, slot, lr_round in tasks.runs():
+                rows = block.rows(lo, hi)
+                self.train_run(tasks.client_ids[lo:hi], tasks.streams[lo:hi], tasks.models[slot],
+                               self.local.learning_rate_of(lr_round), rows)
+                for wall in rows.train_wall_s.tolist():
+                    self.train_wall_s += wall
+                self.trained += hi - lo
 
     def train_run(self, client_ids: np.ndarray, streams: np.ndarray, start: np.ndarray, lr: float,
                   block: ResultBlock) -> None:

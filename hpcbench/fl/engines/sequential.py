@@ -33,5 +33,5 @@ class SequentialEngine(TorchEngine):
         for i, cid in enumerate(client_ids.tolist()):
             res = train_client(self.model, start, self.dataset.shard(cid), s.local_steps, s.batch_size, lr,
                                s.momentum, client_generator(s.seed, int(streams[i]), cid), self._regulariser,
-                               self.aggregator.needs_global_loss)
-            block.store(i, res)
+                               self.aggregator.needs_global_loss, out=block.deltas[i])
+            block.store(i, res, copy=False)

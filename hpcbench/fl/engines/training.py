@@ -48,7 +48,8 @@ def client_generator(seed: int, round_: int, client_id: int) -> torch.Generator:
 
 def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: ClientShard,
                  local_steps: int, batch_size: int, learning_rate: float, momentum: float,
-                 generator: torch.Generator, regulariser=None, global_loss: bool = False) -> LocalResult:
+                 generator: torch.Generator, regulariser=None, global_loss: bool = False,
+                 out: np.ndarray | None = None) -> LocalResult:
     """Run ``local_steps`` steps of mini-batch SGD from the global model on one client.
 
     Mini-batches of ``min(batch_size, num_examples)`` examples walk through
@@ -73,6 +74,9 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
         ``term(params, global_params) -> 0-d tensor``.
     global_loss : bool
         Also measure the global model's mean loss on the local data (:func:`local_loss`).
+    out : ndarray of shape (P,), float32, optional
+        Where to write the update (a row of the executor's result block); the result's ``delta`` is
+        then ``out``. Default: a new array.
 
     Notes
     -----
@@ -115,8 +119,16 @@ def train_client(model: torch.nn.Module, global_flat: torch.Tensor, shard: Clien
         total += float(loss.detach())
         squares += float(model.sample_losses(logits.detach(), y).double().pow(2).sum())  # detached: no graph
         seen += len(y)
-    with torch.no_grad():  # parameters_to_vector's concatenation, minus the global model, in a new array
-        delta = torch.cat([p.reshape(-1) for p in every]).cpu().sub_(global_flat).numpy()
+    with torch.no_grad():  # parameters_to_vector's concatenation, minus the global model
+        if out is None:
+            delta = torch.cat([p.reshape(-1) for p in every]).cpu().sub_(global_flat).numpy()
+        else:
+            host = torch.from_numpy(out)
+            if dev.type == "cpu":
+                torch.cat([p.reshape(-1) for p in every], out=host)
+            else:
+                host.copy_(torch.cat([p.reshape(-1) for p in every]))
+            delta = host.sub_(global_flat).numpy()
     utility = min(n, local_steps * batch_size) * math.sqrt(squares / seen)
     return LocalResult(delta, n, total / local_steps, utility, f_global, time.perf_counter() - wall0,
                        time.process_time() - cpu0)
