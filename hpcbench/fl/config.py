@@ -275,6 +275,8 @@ class FLConfig(_Strict):
     """rounds between test-set evaluations of the global model (the last round is always evaluated)"""
     executor_concurrency: Annotated[Union[str, int], BeforeValidator(_concurrency)] = "cores"
     """executors of a node training at once: cores, all, or a number (results do not depend on it)"""
+    client_updates: Literal["rows", "summed"] = "rows"
+    """rows: every client's update reaches the aggregator, summed there in client id order (the same bits at any world size); summed: each executor sends the weighted sum of its clients' updates, one model per executor (pfl's aggregation: far less memory and traffic; bits depend on which executor trained which client); summed needs mode sync, an aggregator that takes a pseudo-gradient and no uplink_compression"""
     target_accuracy: float = Field(0.9, gt=0, le=1)
     """test accuracy whose first virtual time is reported as time-to-accuracy"""
     stop_at_target: bool = False
@@ -338,6 +340,8 @@ class FLConfig(_Strict):
             raise ValueError(f"aggregator {self.aggregator.name!r} needs per-client updates and cannot take "
                              f"FedBuff's buffered sum (mode {self.mode!r}); aggregators for it: "
                              f"{', '.join(n for n, a in AGGREGATORS.items() if a.accepts_pseudo_gradient)}")
+        if self.client_updates == "summed":
+            self._check_summed()
         if self.client_training == AUTO:  # private attributes: the fields stay as given
             self._engine, self._engine_chosen = auto_engine(self.engine_job()), True
         elif self.engine_problems(self.client_training):
@@ -355,6 +359,20 @@ class FLConfig(_Strict):
                              f"sample gradients, more than the {MAX_SAMPLE_GRADIENTS:.0e} a job may ask for "
                              f"(months to years of training); lower rounds, local_steps or batch_size")
         return self
+
+    def _check_summed(self) -> None:
+        """``client_updates: summed`` sends no client's own update: refuse what needs one."""
+        if ROUND_DRIVERS[self.mode].buffered:
+            raise ValueError(f"client_updates 'summed' needs mode 'sync'; mode {self.mode!r} weights each "
+                             f"update by its staleness at the server (use client_updates: rows)")
+        if not AGGREGATORS[self.aggregator.name].accepts_pseudo_gradient:
+            raise ValueError(f"client_updates 'summed': aggregator {self.aggregator.name!r} needs per-client "
+                             f"updates; aggregators for it: "
+                             f"{', '.join(n for n, a in AGGREGATORS.items() if a.accepts_pseudo_gradient)}")
+        if self.uplink_compression.enabled:
+            raise ValueError(f"client_updates 'summed' with uplink_compression {self.uplink_compression.name!r}: "
+                             f"the server decodes each client's compressed update (and keeps its residual), "
+                             f"so every update must reach it (use client_updates: rows)")
 
     def engine_job(self) -> EngineJob:
         """The facts of this job that a client-training engine's ``problems`` reads."""
@@ -411,7 +429,9 @@ def fl_settings(cfg: FLConfig) -> FLSettings:
         clock=clock_settings(cfg),
         rounds=RoundSettings(cfg.mode, cfg.rounds, cfg.participants, selected, cfg.eval_interval,
                              cfg.target_accuracy, cfg.stop_at_target, cfg.checkpoint_interval,
-                             cfg.executor_concurrency),
+                             cfg.executor_concurrency,
+                             getattr(cfg.aggregator, "weighting", "examples") if cfg.client_updates == "summed"
+                             else None),
         fedbuff=FedBuffSettings(section.concurrency or selected, section.buffer_size or cfg.participants,
                                 section.max_staleness, section.arrival_interval_s),
         engine=cfg.engine, engine_chosen=cfg.engine_chosen)

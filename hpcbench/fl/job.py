@@ -287,7 +287,8 @@ def build_rounds(cfg, setup: Setup, comm, checkpoint_path=None, resume: dict | N
 
     settings = fl_settings(cfg)
     driver = ROUND_DRIVERS[settings.rounds.mode].load()
-    pool = ExecutorPool(comm, settings.rounds.executor_concurrency, setup.num_parameters, driver.capacity(settings))
+    pool = ExecutorPool(comm, settings.rounds.executor_concurrency, setup.num_parameters, driver.capacity(settings),
+                        settings.rounds.summed_weighting)
     engine = ENGINES[settings.engine](setup.model, setup.dataset, settings.local, setup.aggregator)
     codecs = LinkCodecs(setup.uplink, setup.downlink, setup.clock)
     evaluator = checkpointer = None

@@ -47,14 +47,17 @@ def memory_need(cfg) -> MemoryNeed:
     return MemoryNeed(data.num_clients * per_client, keys + " (the client split every rank holds)")
 
 
-def round_updates_error(cfg, num_parameters: int, available: int) -> str | None:
+def round_updates_error(cfg, num_parameters: int, available: int, world_size: int = 1) -> str | None:
     """The refusal of a job whose one round of client updates cannot fit in the aggregator's memory.
 
     The aggregator collects a round's updates in one float32 block of
     ``clients x num_parameters x 4`` bytes (:class:`hpcbench.fl.executors.block.ResultBlock`):
     ``clients`` is ``ceil(participants x overcommitment)`` for ``mode: sync`` and
-    ``asynchronous.concurrency`` (default ``participants``) for ``mode: async``. Checked once the
-    model is built (its size is not known from the config alone), on every rank alike.
+    ``asynchronous.concurrency`` (default ``participants``) for ``mode: async``. With
+    ``client_updates: summed`` it holds one float64 sum per executor instead
+    (``max(1, world_size - 1) x num_parameters x 8`` bytes; :mod:`hpcbench.fl.executors.sums`).
+    Checked once the model is built (its size is not known from the config alone), on every
+    rank alike.
 
     Parameters
     ----------
@@ -63,6 +66,8 @@ def round_updates_error(cfg, num_parameters: int, available: int) -> str | None:
         The model's parameter count.
     available : int
         Bytes available on the node (:func:`hpcbench.runtime.memory.available_bytes`).
+    world_size : int
+        Ranks of the job (``client_updates: summed``: one sum per executor).
 
     Returns
     -------
@@ -78,9 +83,17 @@ def round_updates_error(cfg, num_parameters: int, available: int) -> str | None:
     else:
         clients = math.ceil(cfg.participants * cfg.overcommitment)
         keys = f"participants={cfg.participants}, overcommitment={cfg.overcommitment}"
+    if cfg.mode != "async" and getattr(cfg, "client_updates", "rows") == "summed":
+        executors = max(1, int(world_size) - 1)
+        need = executors * int(num_parameters) * 8
+        if need <= available:
+            return None
+        return (f"memory: client_updates=summed: one sum of {num_parameters:,} parameters (model.name "
+                f"{cfg.model.name!r}) per executor, {executors} executors, need {format_bytes(need)} on the "
+                f"aggregator; {format_bytes(available)} available (fewer ranks, or a smaller model)")
     need = clients * int(num_parameters) * 4
     if need <= available:
         return None
     return (f"memory: {keys}: a round's {clients} updates of {num_parameters:,} parameters (model.name "
             f"{cfg.model.name!r}) need {format_bytes(need)} on the aggregator; {format_bytes(available)} "
-            f"available (fewer clients per round, or a smaller model)")
+            f"available (fewer clients per round, client_updates: summed, or a smaller model)")

@@ -103,6 +103,10 @@ class RoundSettings:
         Rounds between checkpoints (0: none).
     executor_concurrency : str or int
         ``cores``, ``all`` or a number of executors per node per round.
+    summed_weighting : str or None
+        ``client_updates: summed``: how executors weight their clients' updates in their sums
+        (``examples`` or ``uniform``, the aggregator's ``weighting``); None for ``rows``, where every
+        update travels to the aggregator.
     """
 
     mode: str
@@ -114,6 +118,7 @@ class RoundSettings:
     stop_at_target: bool
     checkpoint_interval: int
     executor_concurrency: str | int
+    summed_weighting: str | None = None
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def _check_round_memory(cfg, num_parameters: int, comm) -> None:
     free = available_bytes() if comm is None or comm.rank == 0 else None
     if comm is not None and comm.size > 1:
         free = comm.bcast(free, root=0)
-    error = round_updates_error(cfg, num_parameters, free)
+    error = round_updates_error(cfg, num_parameters, free, comm.size if comm is not None else 1)
     if error is not None:
         raise InputError(error)
 

@@ -12,10 +12,13 @@ from hpcbench.results import read_table
 from hpcbench.train.adaptation.policyhook import PolicyHook
 from hpcbench.train.job import TrainJob
 
-SLOW_FROM, FACTOR, RATE = 3, 4.0, 10e6      # the star over 19.2 kB of gradients: 15 ms per copy
+# The star over 19.2 kB of gradients: 61 ms per copy. The vote compares wall-clock allreduce spans, so the
+# modelled wire time must dwarf what a loaded machine adds to a step (at 10 Mbit/s, 15 ms per copy, a run
+# at load 20 once voted a step before the slow-down).
+SLOW_FROM, FACTOR, RATE = 3, 4.0, 2.5e6
 BASE = ["--model", "digits_mlp", "--warmup", "1", "--iterations", "2", "--batches_per_iter", "3", "--lr", "0.1",
         "--batch_size", "8", "--progress", "false", "--profile_steps", "1", "--sync", "[star]",
-        "--link.kind", "model", "--link.latency_s", "0", "--link.bandwidth", "10Mbit",
+        "--link.kind", "model", "--link.latency_s", "0", "--link.bandwidth", f"{RATE / 1e6:g}Mbit",
         "--link.slow", f"[{{rank: 0, from_step: {SLOW_FROM}, factor: {FACTOR:g}}}]"]
 
 
@@ -50,8 +53,8 @@ def _run(comm, tmp_path_factory, monkeypatch, with_policy: bool):
 
 
 def test_slow_link_slows_one_ranks_link_from_its_step(comm, tmp_path_factory, monkeypatch):
-    """Rank 0's link takes 8 / 10 Mbit/s = 8e-7 s per byte until step 2 and 4 times that from step 3; the other
-    ranks' links keep 8e-8 (the modelled wire times, exact up to rounding); with one rank nothing is sent."""
+    """Rank 0's link takes 8 / 2.5 Mbit/s = 3.2e-6 s per byte until step 2 and 4 times that from step 3; the other
+    ranks' links keep 3.2e-6 (the modelled wire times, exact up to rounding); with one rank nothing is sent."""
     torch.set_num_threads(1)
     seen, _ = _run(comm, tmp_path_factory, monkeypatch, with_policy=False)
     assert [t for t, *_ in seen] == list(range(7))

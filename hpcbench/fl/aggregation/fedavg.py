@@ -9,7 +9,7 @@ from pydantic import Field
 
 from hpcbench.fl.contracts import Aggregator, ClientUpdates, StrategyConfig
 
-__all__ = ["weighted_average", "client_weights", "Weighting", "FedAvg"]
+__all__ = ["accumulate_weighted", "weighted_average", "client_weights", "Weighting", "FedAvg"]
 
 #: how client updates are weighted in the average: by local example count (McMahan et al.), or all
 #: alike (FedScale's aggregator, ``fedscale/cloud/aggregation/aggregator.py``: sum / number of clients)
@@ -55,19 +55,36 @@ def weighted_average(deltas: np.ndarray, num_examples: np.ndarray) -> np.ndarray
         raise ValueError("no client updates to aggregate")
     if (n < 0).any() or n.sum() <= 0:
         raise ValueError(f"num_examples must be >= 0 with a positive sum, got {n.tolist()}")
-    weights = n / n.sum()
     out = np.zeros(deltas.shape[1], dtype=np.float64)
-    scratch = np.empty(min(_COLUMNS, deltas.shape[1]), dtype=np.float64)
-    # column blocks, every client in order within each: each element sees the same additions in the
-    # same order as one pass per client (the same bits), while the block's sum and product stay in
-    # cache and no (P,) temporary is allocated per client
-    for lo in range(0, deltas.shape[1], _COLUMNS):
-        acc = out[lo:lo + _COLUMNS]
+    accumulate_weighted(out, deltas, n / n.sum())
+    return out
+
+
+def accumulate_weighted(total: np.ndarray, deltas: np.ndarray, weights: np.ndarray,
+                        scratch: np.ndarray | None = None) -> None:
+    """``total += w_k * float64(delta_k)`` for each row ``k`` in order, in place.
+
+    In column blocks, every row in order within each: each element sees the
+    same additions in the same order as one pass per row (the same bits),
+    while the block's sum and product stay in cache and no (P,) temporary
+    is allocated per row.
+
+    Parameters
+    ----------
+    total : ndarray of shape (P,), float64
+    deltas : ndarray of shape (m, P), float32
+    weights : ndarray of shape (m,), float64
+    scratch : ndarray of float64, optional
+        Work space of at least ``min(P, 32768)`` elements (allocated when not given).
+    """
+    if scratch is None:
+        scratch = np.empty(min(_COLUMNS, len(total)), dtype=np.float64)
+    for lo in range(0, len(total), _COLUMNS):
+        acc = total[lo:lo + _COLUMNS]
         tmp = scratch[:len(acc)]
         for w, d in zip(weights, deltas[:, lo:lo + _COLUMNS]):
             np.multiply(d, w, out=tmp, dtype=np.float64)
             acc += tmp
-    return out
 
 
 class FedAvg(Aggregator):

@@ -95,6 +95,11 @@ class ClientTasks:
         full = np.full(n, round_, np.int64)
         return cls(np.asarray(client_ids, np.int64), full, np.zeros(n, np.int64), full, model[None, :])
 
+    def take(self, lo: int, hi: int) -> ClientTasks:
+        """Tasks ``lo:hi`` (views), starting from the same ``models``."""
+        return ClientTasks(self.client_ids[lo:hi], self.streams[lo:hi], self.slots[lo:hi], self.lr_rounds[lo:hi],
+                           self.models)
+
     def runs(self):
         """Maximal runs of consecutive tasks sharing a start model and a learning-rate round.
 

@@ -9,7 +9,8 @@ learning-rate rounds) and the start models on ``3s + 1``, point to point in
 eager-sized pieces (:mod:`hpcbench.runtime.chunked`), and wakes it
 (:mod:`hpcbench.runtime.wakeup`, for executors on its node); the executor
 sends its :class:`~hpcbench.fl.executors.block.ResultBlock` back on ``3s +
-2``. The end of the job is one message on its own tag to every executor.
+2`` (with ``client_updates: summed``, the block's metadata rows and the
+weighted sum of its updates, :mod:`hpcbench.fl.executors.sums`). The end of the job is one message on its own tag to every executor.
 Every wait polls and sleeps (:mod:`hpcbench.runtime.wait`): an idle rank
 leaves the cores to the ranks that train.
 
@@ -35,7 +36,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hpcbench.fl.engines.base import ClientTasks
-from hpcbench.fl.executors.block import ResultBlock
+from hpcbench.fl.executors.block import META, ResultBlock
 from hpcbench.runtime.chunked import irecv_chunked, isend_chunked
 from hpcbench.runtime.wait import Backoff, sleep_barrier, sleep_wait, sleep_wait_streams, sleep_waitall
 from hpcbench.runtime.wakeup import Waker
@@ -109,9 +110,14 @@ class ExecutorPool:
         P, the length of a model and of an update.
     capacity : int
         The most tasks one executor is sent in a step (the control block's size).
+    summed_weighting : str, optional
+        ``client_updates: summed``: executors send their tasks' metadata and the weighted sum of
+        their updates (weighted by ``examples`` or ``uniform``; :mod:`hpcbench.fl.executors.sums`)
+        in place of every update. None (the default): every update.
     """
 
-    def __init__(self, comm: MPI.Comm, concurrency, num_params: int, capacity: int) -> None:
+    def __init__(self, comm: MPI.Comm, concurrency, num_params: int, capacity: int,
+                 summed_weighting: str | None = None) -> None:
         self.comm = comm
         self.rank = comm.rank
         self.world_size = comm.size
@@ -122,6 +128,9 @@ class ExecutorPool:
         self._nodes = self._placement(concurrency)
         self._models = np.zeros((0, self.num_params), np.float32)
         self._results = ResultBlock.empty(0, self.num_params)
+        self.summed_weighting = summed_weighting
+        self._meta = np.zeros((0, META))
+        self._sum = np.zeros(self.num_params if summed_weighting else 0)
         self._stop_req = None
 
     # -- who trains ----------------------------------------------------------------------------
@@ -195,21 +204,24 @@ class ExecutorPool:
                 self.waker.wake(rank)
         return out
 
-    def collect(self, step: int, plan: dict[int, ClientTasks], dest: dict[int, ResultBlock],
+    def collect(self, step: int, plan: dict[int, ClientTasks], dest: dict[int, tuple[np.ndarray, np.ndarray]],
                 sent: Dispatched) -> None:
         """Receive every planned executor's results into ``dest[rank]``; sleep until they and ``sent`` complete.
 
-        ``dest[rank]`` has ``len(plan[rank])`` rows (views of the caller's
-        block); ``sent`` is :meth:`dispatch`'s.
+        ``dest[rank]`` is ``(meta, updates)``: ``len(plan[rank])`` rows of
+        metadata (float64, ``(n, META)``) and of updates (float32, ``(n,
+        P)``), views of the caller's block, or with ``summed_weighting`` the
+        executor's weighted sum (float64, ``(P,)``) for ``updates``; ``sent``
+        is :meth:`dispatch`'s.
         """
         streams = list(sent.streams)
         tag = 3 * step + 2
         for rank, tasks in plan.items():
             if rank == 0 or not len(tasks):
                 continue
-            block = dest[rank]
-            streams.append(irecv_chunked(self.comm, block.meta, rank, tag)
-                           + irecv_chunked(self.comm, block.deltas, rank, tag))
+            meta, updates = dest[rank]
+            streams.append(irecv_chunked(self.comm, meta, rank, tag)
+                           + irecv_chunked(self.comm, updates, rank, tag))
         wakeable = self.signal_wakeups and all(self.waker.can_wake(rank) for rank in plan if rank != 0)
         sleep_wait_streams(streams, Backoff(max_s=5e-2 if wakeable else 5e-3, sleep=self.waker.sleep))
 
@@ -259,10 +271,10 @@ class ExecutorPool:
         cols = [ctrl[2 + j * cap:2 + j * cap + n].copy() for j in range(4)]
         return ClientTasks(*cols, models)
 
-    def send(self, step: int, block: ResultBlock) -> None:
-        """Executor: send a result block to rank 0 (its metadata, then its updates, one stream) and wait."""
+    def send(self, step: int, meta: np.ndarray, updates: np.ndarray) -> None:
+        """Executor: send results to rank 0 (the metadata rows, then the updates or their sum; one stream) and wait."""
         tag = 3 * step + 2
-        sends = isend_chunked(self.comm, block.meta, 0, tag) + isend_chunked(self.comm, block.deltas, 0, tag)
+        sends = isend_chunked(self.comm, meta, 0, tag) + isend_chunked(self.comm, updates, 0, tag)
         if self.signal_wakeups:
             self.waker.wake(0)
         sleep_wait_streams([sends])
@@ -295,11 +307,33 @@ class ExecutorPool:
         tasks = self.receive(step)
         if tasks is None:
             return False
-        block = self._result_block(len(tasks))
-        if len(tasks):
+        if not len(tasks):
+            return True
+        if self.summed_weighting is None:
+            block = self._result_block(len(tasks))
             engine.train(tasks, block)
-            self.send(step, block)
+            self.send(step, block.meta, block.deltas)
+        else:
+            meta, total = self.train_summed(engine, tasks)
+            self.send(step, meta, total)
         return True
+
+    def train_summed(self, engine, tasks: ClientTasks) -> tuple[np.ndarray, np.ndarray]:
+        """``client_updates: summed``: train ``tasks`` group by group (:func:`hpcbench.fl.executors.sums.train_summed`).
+
+        Returns the tasks' metadata rows (float64, ``(n, META)``) and the weighted sum of their
+        updates (float64, ``(P,)``): this rank's buffers, valid until its next call. Rank 0 calls
+        it too where it trains clients (``-np 1``).
+        """
+        from hpcbench.fl.executors.sums import group_rows, train_summed
+
+        n = len(tasks)
+        if len(self._meta) < n:
+            self._meta = np.empty((n, META))
+        meta = self._meta[:n]
+        train_summed(engine, tasks, meta, self._sum, self.summed_weighting,
+                     self._result_block(group_rows(self.num_params, n)))
+        return meta, self._sum
 
     def wait_stop(self) -> None:
         """Executor: sleep until the aggregator ends the job."""

@@ -117,7 +117,7 @@ class FedBuffRounds:
         for rank, mine in assignment.items():
             if rank != 0 and len(mine):
                 blocks[rank] = ResultBlock.empty(len(mine), p.pool.num_params)
-        p.pool.collect(batch, plan, blocks, sends)
+        p.pool.collect(batch, plan, {rank: (b.meta, b.deltas) for rank, b in blocks.items()}, sends)
         position = {k: i for i, k in enumerate(numbers.tolist())}
         ranks = np.full(len(numbers), -1, np.int32)
         out = ResultBlock.collecting(len(numbers), p.pool.num_params)

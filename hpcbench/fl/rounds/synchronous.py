@@ -7,7 +7,11 @@ round's executors its client ids and the global model
 so the per-round bookkeeping costs one rank's CPU however many ranks there
 are. The aggregator applies its aggregator to the updates in ascending
 client id order, so the aggregated model has the same bits whatever the
-world size. At ``-np 1`` rank 0 executes too.
+world size. With ``client_updates: summed`` each executor sends the weighted
+sum of its clients' updates instead (:mod:`hpcbench.fl.executors.sums`), and
+their mean goes to the aggregator as one pseudo-update: less memory and
+traffic, bits that depend on the executor split. At ``-np 1`` rank 0
+executes too.
 """
 
 from __future__ import annotations
@@ -42,19 +46,54 @@ class SynchronousRounds:
     def __init__(self, parts: RoundParts) -> None:
         self.parts = parts
         self._block = ResultBlock.collecting(0, parts.pool.num_params)
+        self._sums = np.zeros((0, parts.pool.num_params))
 
-    def _collecting(self, n: int) -> ResultBlock:
-        """``n`` rows of the round's id-ordered block, kept from round to round (grown, never shrunk).
+    def _collecting(self, n: int, executors: int) -> tuple[ResultBlock, np.ndarray | None]:
+        """``n`` rows of the round's id-ordered block, and with ``client_updates: summed`` one sum per executor.
 
-        A new block per round would be faulted in page by page as the updates
-        arrive (90 ms per 26 MB update where freed pages go back to a virtual
-        machine's host). The round's aggregation reads it and returns new
-        arrays; nothing keeps a view of it past the round.
+        Kept from round to round (grown, never shrunk): a new block per round
+        would be faulted in page by page as the updates arrive (90 ms per 26
+        MB update where freed pages go back to a virtual machine's host). The
+        round's aggregation reads them and returns new arrays; nothing keeps a
+        view of them past the round. With ``summed`` the block's updates have
+        no columns and the sums are float64, ``(executors, P)``; else the
+        sums are None.
         """
-        if len(self._block) < n:
+        summed = self.parts.pool.summed_weighting is not None
+        columns = 0 if summed else self.parts.pool.num_params
+        if len(self._block) < n or self._block.deltas.shape[1] != columns:
             self._block = None
-            self._block = ResultBlock.collecting(n, self.parts.pool.num_params)
-        return self._block.rows(0, n)
+            self._block = ResultBlock.collecting(n, columns)
+        if not summed:
+            return self._block.rows(0, n), None
+        if len(self._sums) < executors:
+            self._sums = np.empty((executors, self.parts.pool.num_params))
+        return self._block.rows(0, n), self._sums[:executors]
+
+    def _train_here(self, tasks: ClientTasks, dest: tuple[np.ndarray, np.ndarray]) -> None:
+        """Rank 0's own clients (``-np 1``), into its rows (or its sum) of the round's block."""
+        p = self.parts
+        meta, updates = dest
+        if p.pool.summed_weighting is None:
+            p.engine.train(tasks, ResultBlock(meta, updates))
+            return
+        mine, total = p.pool.train_summed(p.engine, tasks)
+        meta[:] = mine
+        updates[:] = total
+
+    def _aggregate_sums(self, params: np.ndarray, block: ResultBlock, sums: np.ndarray, train_loss: float,
+                        lr: float, round_: int) -> np.ndarray:
+        """``client_updates: summed``: the executors' sums, added in executor order and divided by the total
+        weight, go to the aggregator as one pseudo-update of weight 1 (as FedBuff's buffered sum does)."""
+        p = self.parts
+        total = sums[0].copy()
+        for row in sums[1:]:
+            total += row
+        weights = block.num_examples if p.pool.summed_weighting == "examples" else np.ones(len(block))
+        mean = (total / weights.sum()).astype(np.float32)
+        pseudo = ClientUpdates(np.full(1, -1, np.int64), np.ones(1), np.full(1, train_loss), np.full(1, math.nan),
+                               lr)
+        return p.aggregator.aggregate(params, mean[None, :], pseudo, round_)
 
     @staticmethod
     def capacity(settings) -> int:
@@ -96,22 +135,26 @@ class SynchronousRounds:
             ids_all = np.concatenate([np.zeros(0, np.int64), *assignment.values()])
             ranks_all = np.concatenate([np.zeros(0, np.int32)]
                                        + [np.full(len(ids), r, np.int32) for r, ids in assignment.items()])
-            block = self._collecting(len(ids_all))
+            block, sums = self._collecting(len(ids_all), len(assignment))
             dest, pos = {}, 0
-            for rank, ids in assignment.items():
-                dest[rank] = block.rows(pos, pos + len(ids))
+            for j, (rank, ids) in enumerate(assignment.items()):
+                rows = block.rows(pos, pos + len(ids))
+                dest[rank] = (rows.meta, rows.deltas if sums is None else sums[j])
                 pos += len(ids)
             if 0 in plan:
-                p.engine.train(plan[0], dest[0])
+                self._train_here(plan[0], dest[0])
             p.pool.collect(round_, plan, dest, sends)
             up_bytes = p.codecs.encode_updates(ids_all, block.deltas)
             train_loss = math.nan
             lr = p.settings.local.learning_rate_of(round_)
             if len(ids_all):  # a round where every client dropped out leaves the model as it was
-                updates = ClientUpdates(ids_all, block.num_examples, block.train_loss, block.global_loss, lr)
-                params = p.aggregator.aggregate(params, block.deltas, updates, round_)
                 weights = block.num_examples
                 train_loss = float(np.dot(weights, block.train_loss) / weights.sum())
+                if sums is None:
+                    updates = ClientUpdates(ids_all, block.num_examples, block.train_loss, block.global_loss, lr)
+                    params = p.aggregator.aggregate(params, block.deltas, updates, round_)
+                else:
+                    params = self._aggregate_sums(params, block, sums, train_loss, lr, round_)
             utility = self._feedback(round_, timing, ids_all, block)
             acc, loss, stop = p.evaluator.evaluate(round_, params, timing.end_s, summary, recorder.results, t0)
             now = time.perf_counter()
