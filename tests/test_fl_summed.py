@@ -139,6 +139,14 @@ def test_summed_job_agrees_with_rows_within_rounding(n, engine, tmp_path):
     assert read_attrs(summed)["status"] == "completed"
 
 
+def test_header_says_the_updates_are_summed():
+    from hpcbench.fl.header import describe
+
+    assert "client updates summed on each executor" in describe(
+        load_config(None, {"client_updates": "summed"}), "out.h5", 3, "defaults")
+    assert "summed" not in describe(load_config(None, {}), "out.h5", 3, "defaults")
+
+
 @pytest.mark.mpi
 def test_summed_job_at_one_and_four_ranks_agree(tmp_path):
     one, four = _run(1, tmp_path, "summed", "numpy"), _run(4, tmp_path, "summed", "numpy")

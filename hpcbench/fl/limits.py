@@ -86,14 +86,13 @@ def round_updates_error(cfg, num_parameters: int, available: int, world_size: in
     if cfg.mode != "async" and getattr(cfg, "client_updates", "rows") == "summed":
         executors = max(1, int(world_size) - 1)
         need = executors * int(num_parameters) * 8
-        if need <= available:
-            return None
-        return (f"memory: client_updates=summed: one sum of {num_parameters:,} parameters (model.name "
-                f"{cfg.model.name!r}) per executor, {executors} executors, need {format_bytes(need)} on the "
-                f"aggregator; {format_bytes(available)} available (fewer ranks, or a smaller model)")
-    need = clients * int(num_parameters) * 4
+        what = f"client_updates=summed: one sum per executor, {executors} executors"
+        remedy = "fewer ranks, or a smaller model"
+    else:
+        need = clients * int(num_parameters) * 4
+        what = f"{keys}: a round's {clients} updates"
+        remedy = "fewer clients per round, client_updates: summed, or a smaller model"
     if need <= available:
         return None
-    return (f"memory: {keys}: a round's {clients} updates of {num_parameters:,} parameters (model.name "
-            f"{cfg.model.name!r}) need {format_bytes(need)} on the aggregator; {format_bytes(available)} "
-            f"available (fewer clients per round, client_updates: summed, or a smaller model)")
+    return (f"memory: {what} of {num_parameters:,} parameters (model.name {cfg.model.name!r}) need "
+            f"{format_bytes(need)} on the aggregator; {format_bytes(available)} available ({remedy})")
