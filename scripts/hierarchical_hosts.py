@@ -34,10 +34,10 @@ and per link, size and algorithm the median over repeats of the busbw and
 time, each job's bytes on the link, and for the three hpcbench algorithms
 the two-level prediction (:func:`~hpcbench.collectives.linkcost.predict_allreduce_hosts`:
 the intra-host link free, the inter-host link at the shaped rate with
-``--alpha`` latency) and measured/predicted; for ``hierarchical`` also the
-prediction with the host's ranks sharing its one link (``HostLinks`` gives
-each rank a link of its own, but the ranks of a host send their shards
-across at once). Prints the markdown table.
+``--alpha`` latency; the host's card shared by its ranks, as the model
+prices it) and measured/predicted; for ``hierarchical`` also the
+prediction with a link per rank (the model before the card was shared,
+``predicted_link_per_rank_s``). Prints the markdown table.
 """
 
 from __future__ import annotations
@@ -241,10 +241,11 @@ def _netem_rows(out: Path, jobs: list, specs: dict, hosts, alpha: float, read_ta
             row["predicted_s"] = predict_allreduce_hosts(alg, size, links)
             row["measured_over_predicted"] = row["time_s"] / row["predicted_s"]
             if alg == "hierarchical":
-                # HostLinks gives every rank a link of its own; here a host's ranks share its one link, and the
-                # L ranks of a host allreduce their L shards across hosts at once: each at rate / L
-                shared = HostLinks(hosts, 0.0, 0.0, alpha, link_beta(rate) * min(hosts))
-                row["predicted_host_link_shared_s"] = predict_allreduce_hosts(alg, size, shared)
+                # the model prices the host's card shared by its shard owners; beside it, the model before
+                # that (a link per rank), as the first sweep (docs/measured/hierarchical-netem.json) compared
+                from hpcbench.collectives.algorithms.hierarchical import hierarchical_levels_cost
+                row["predicted_link_per_rank_s"] = float(hierarchical_levels_cost(
+                    size, tuple(hosts), 0.0, 0.0, alpha, link_beta(rate), shared_card=False))
         rows.append(row)
     return rows
 
@@ -262,8 +263,8 @@ def netem_table(extract: dict) -> str:
             r = by.get((link, size, alg))
             ratio = "" if r is None or "predicted_s" not in r else (
                 f" ({r['time_s'] * 1e3:.2f}/{r['predicted_s'] * 1e3:.2f} ms, x{r['measured_over_predicted']:.1f}"
-                + (f"; shared link {r['predicted_host_link_shared_s'] * 1e3:.2f} ms"
-                   if "predicted_host_link_shared_s" in r else "") + ")")
+                + (f"; link per rank {r['predicted_link_per_rank_s'] * 1e3:.2f} ms"
+                   if "predicted_link_per_rank_s" in r else "") + ")")
             cells.append("n/a" if r is None else f"{r['busbw_GBps']:.3f}{ratio}")
         lines.append(f"| {link} | {size >> 10} KiB | " + " | ".join(cells) + " |")
     return "\n".join(lines)
