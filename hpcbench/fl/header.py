@@ -21,7 +21,7 @@ def _engine(cfg) -> str:
         line += (", chosen by client_training auto: the job needs torch" if engine.needs_torch else
                  ", chosen by client_training auto; --client_training sequential runs torch, with the bits of "
                  "earlier versions")
-    if getattr(cfg, "client_updates", "rows") == "summed":
+    if cfg.client_updates == "summed":
         line += "; client updates summed on each executor (bits depend on the executor split)"
     return line
 

@@ -83,7 +83,7 @@ def round_updates_error(cfg, num_parameters: int, available: int, world_size: in
     else:
         clients = math.ceil(cfg.participants * cfg.overcommitment)
         keys = f"participants={cfg.participants}, overcommitment={cfg.overcommitment}"
-    if cfg.mode != "async" and getattr(cfg, "client_updates", "rows") == "summed":
+    if cfg.mode != "async" and cfg.client_updates == "summed":
         executors = max(1, int(world_size) - 1)
         need = executors * int(num_parameters) * 8
         what = f"client_updates=summed: one sum per executor, {executors} executors"

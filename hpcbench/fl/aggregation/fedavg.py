@@ -9,7 +9,7 @@ from pydantic import Field
 
 from hpcbench.fl.contracts import Aggregator, ClientUpdates, StrategyConfig
 
-__all__ = ["accumulate_weighted", "weighted_average", "client_weights", "Weighting", "FedAvg"]
+__all__ = ["accumulate_weighted", "weighted_average", "client_weights", "example_weights", "Weighting", "FedAvg"]
 
 #: how client updates are weighted in the average: by local example count (McMahan et al.), or all
 #: alike (FedScale's aggregator, ``fedscale/cloud/aggregation/aggregator.py``: sum / number of clients)
@@ -21,7 +21,31 @@ _COLUMNS = 1 << 15
 
 def client_weights(updates: ClientUpdates, weighting: str) -> np.ndarray:
     """Weights of the round's updates: ``num_examples`` (``examples``) or ones (``uniform``); float64, shape (m,)."""
-    n = np.asarray(updates.num_examples, dtype=np.float64)
+    return example_weights(updates.num_examples, weighting)
+
+
+def example_weights(num_examples: np.ndarray, weighting: str) -> np.ndarray:
+    """Weights of updates with these example counts: the counts (``examples``) or ones (``uniform``).
+
+    Parameters
+    ----------
+    num_examples : ndarray of shape (m,)
+    weighting : str
+        ``examples`` or ``uniform``.
+
+    Returns
+    -------
+    ndarray of shape (m,), float64
+        A new array.
+
+    Raises
+    ------
+    ValueError
+        If ``weighting`` is neither.
+    """
+    if weighting not in ("examples", "uniform"):
+        raise ValueError(f"weighting must be 'examples' or 'uniform', got {weighting!r}")
+    n = np.array(num_examples, dtype=np.float64)
     return n if weighting == "examples" else np.ones_like(n)
 
 

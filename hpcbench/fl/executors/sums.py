@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcbench.fl.aggregation.fedavg import accumulate_weighted
+from hpcbench.fl.aggregation.fedavg import accumulate_weighted, example_weights
 from hpcbench.fl.executors.block import ResultBlock
 
 __all__ = ["GROUP_BYTES", "group_rows", "train_summed"]
@@ -69,8 +69,7 @@ def train_summed(engine, tasks, meta: np.ndarray, total: np.ndarray, weighting: 
     ValueError
         If ``meta`` does not have one row per task, ``work`` has no row, or ``weighting`` is unknown.
     """
-    if weighting not in ("examples", "uniform"):
-        raise ValueError(f"weighting must be 'examples' or 'uniform', got {weighting!r}")
+    example_weights(np.zeros(0), weighting)  # refuses an unknown weighting before any training
     n, g = len(tasks), len(work)
     if len(meta) != n or g < 1:
         raise ValueError(f"meta has {len(meta)} rows for {n} tasks; work has {g} rows (at least 1)")
@@ -80,5 +79,4 @@ def train_summed(engine, tasks, meta: np.ndarray, total: np.ndarray, weighting: 
         rows = work.rows(0, hi - lo)
         engine.train(tasks.take(lo, hi), rows)
         meta[lo:hi] = rows.meta
-        weights = rows.num_examples.copy() if weighting == "examples" else np.ones(hi - lo)
-        accumulate_weighted(total, rows.deltas, weights)
+        accumulate_weighted(total, rows.deltas, example_weights(rows.num_examples, weighting))

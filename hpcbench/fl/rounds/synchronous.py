@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from hpcbench.fl.aggregation.fedavg import example_weights
 from hpcbench.fl.contracts import STATUS_COMPLETED, STATUS_DROPPED, STATUS_STRAGGLER, ClientUpdates, RoundFeedback
 from hpcbench.fl.engines.base import ClientTasks
 from hpcbench.fl.executors.block import ResultBlock
@@ -45,7 +46,9 @@ class SynchronousRounds:
 
     def __init__(self, parts: RoundParts) -> None:
         self.parts = parts
-        self._block = ResultBlock.collecting(0, parts.pool.num_params)
+        summed = parts.pool.summed_weighting is not None
+        # with client_updates: summed the block holds only metadata rows (its updates have no columns)
+        self._block = ResultBlock.collecting(0, 0 if summed else parts.pool.num_params)
         self._sums = np.zeros((0, parts.pool.num_params))
 
     def _collecting(self, n: int, executors: int) -> tuple[ResultBlock, np.ndarray | None]:
@@ -59,12 +62,11 @@ class SynchronousRounds:
         no columns and the sums are float64, ``(executors, P)``; else the
         sums are None.
         """
-        summed = self.parts.pool.summed_weighting is not None
-        columns = 0 if summed else self.parts.pool.num_params
-        if len(self._block) < n or self._block.deltas.shape[1] != columns:
+        if len(self._block) < n:
+            columns = self._block.deltas.shape[1]
             self._block = None
             self._block = ResultBlock.collecting(n, columns)
-        if not summed:
+        if self.parts.pool.summed_weighting is None:
             return self._block.rows(0, n), None
         if len(self._sums) < executors:
             self._sums = np.empty((executors, self.parts.pool.num_params))
@@ -89,8 +91,7 @@ class SynchronousRounds:
         total = sums[0].copy()
         for row in sums[1:]:
             total += row
-        weights = block.num_examples if p.pool.summed_weighting == "examples" else np.ones(len(block))
-        mean = (total / weights.sum()).astype(np.float32)
+        mean = (total / example_weights(block.num_examples, p.pool.summed_weighting).sum()).astype(np.float32)
         pseudo = ClientUpdates(np.full(1, -1, np.int64), np.ones(1), np.full(1, train_loss), np.full(1, math.nan),
                                lr)
         return p.aggregator.aggregate(params, mean[None, :], pseudo, round_)
