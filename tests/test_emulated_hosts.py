@@ -94,16 +94,44 @@ def test_shared_card_multiplies_the_concurrent_inter_host_phase(layout, senders)
 @pytest.mark.parametrize("layout", [(2, 2), (3, 1), (1, 1, 1, 1)])
 def test_other_algorithms_on_a_shared_card(layout):
     """ring: one crossing per host per step, priced at the inter link as it is; binary_tree_star: one leader per
-    host crosses; the rest (several ranks of a host may cross at once): L x the inter seconds per byte."""
+    host crosses; star and tree (several ranks of a host may cross at once): L x the inter seconds per byte, an
+    upper bound; recursive doubling and Rabenseifner from their schedules (below), below that bound."""
     m, b_e = 10 ** 6, 8e-9
     links = HostLinks(layout, 0.0, 0.0, 0.0, b_e)
     p, most = sum(layout), max(layout)
     assert predict_allreduce_hosts("ring", m, links) == pytest.approx(predict_allreduce("ring", m, p, 0.0, b_e))
     tree = tree_reduce_cost(m, len(layout), 0.0, b_e) + tree_bcast_cost(m, len(layout), 0.0, b_e)  # over the leaders
     assert predict_allreduce_hosts("binary_tree_star", m, links) == pytest.approx(tree)
-    for alg in ("star", "tree", "recursive_doubling", "rabenseifner"):
+    for alg in ("star", "tree"):
         assert predict_allreduce_hosts(alg, m, links) == pytest.approx(
             predict_allreduce(alg, m, p, 0.0, most * b_e)), alg
+    for alg in ("recursive_doubling", "rabenseifner"):
+        assert predict_allreduce_hosts(alg, m, links) <= predict_allreduce(alg, m, p, 0.0, most * b_e) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("layout", [(2, 2), (4, 4), (2, 2, 2, 2), (1, 1, 1, 1)])
+def test_recursive_doubling_and_rabenseifner_priced_step_by_step(layout):
+    """Power-of-two worlds, hosts of L ranks (contiguous, L a power of two): recursive doubling's first log2 L
+    exchanges stay inside the hosts (a_i + m b_i each), the other log2 G cross with all L ranks of a host on its
+    card (a_e + L m b_e); Rabenseifner halves from distance p/2 down, so its first log2 G halving steps cross
+    (m/2, m/4, ...: a_e + L m/2^k b_e), its last log2 L stay inside, and the doubling steps mirror them."""
+    m, a_i, b_i, a_e, b_e = 2 ** 22, 1e-6, 1e-10, 5e-5, 8e-9
+    links = HostLinks(layout, a_i, b_i, a_e, b_e)
+    L, G = layout[0], len(layout)
+    lg_l, lg_g = L.bit_length() - 1, G.bit_length() - 1
+    rd = lg_l * (a_i + m * b_i) + lg_g * (a_e + L * m * b_e)
+    assert predict_allreduce_hosts("recursive_doubling", m, links) == pytest.approx(rd)
+    halves = [m / 2 ** k for k in range(1, lg_g + lg_l + 1)]            # bytes a rank sends at each halving step
+    rab = 2 * (sum(a_e + L * h * b_e for h in halves[:lg_g]) + sum(a_i + h * b_i for h in halves[lg_g:]))
+    assert predict_allreduce_hosts("rabenseifner", m, links) == pytest.approx(rab)
+    # a reduction of gamma per byte adds each step's reduced bytes: the whole vector per recursive-doubling step
+    gamma = 1e-10
+    assert predict_allreduce_hosts("recursive_doubling", m, links, gamma) == pytest.approx(
+        rd + (lg_l + lg_g) * m * gamma)
+    # three ranks: no schedule (the fold), the upper bound as before
+    odd = HostLinks((2, 1), 0.0, 0.0, 0.0, b_e)
+    assert predict_allreduce_hosts("recursive_doubling", m, odd) == pytest.approx(
+        predict_allreduce("recursive_doubling", m, 3, 0.0, 2 * b_e))
 
 
 def test_shared_card_against_the_measured_netem_sweep():

@@ -196,6 +196,27 @@ def test_interference_on_two_hosts_takes_the_two_level_models_choice(tmp_path):
     assert int(d["decided_step"][0]) >= slow_from and "two-level model, hosts 2+2" in d["reason"][0]
 
 
+def test_train_summary_predicts_with_the_two_level_model(tmp_path):
+    """At 2x2 with the link modelled between hosts only, the summary's predicted communication of the
+    hierarchical allreduce is the two-level model's (inside a host free, the host's card shared), not the
+    one-level model's, which would price every message on the slow link."""
+    from hpcbench.collectives.cost import link_beta, predict_allreduce
+    from hpcbench.collectives.linkcost import HostLinks, predict_allreduce_hosts
+
+    out = tmp_path / "t.h5"
+    proc = run_on_hosts((2, 2), ["-m", "hpcbench.train", "--model", "digits_mlp", "--warmup", "1", "--iterations",
+                                 "1", "--batches_per_iter", "2", "--batch_size", "8", "--progress", "false",
+                                 "--profile_steps", "1", "--sync", "[hierarchical]", "--link.kind", "model",
+                                 "--link.latency_s", "0", "--link.bandwidth", "10Mbit", "--link.scope",
+                                 "between_hosts", "--output", str(out)], timeout=300)
+    _ok(proc)
+    m = int(read_attrs(out)["gradient_bytes"])
+    two = predict_allreduce_hosts("hierarchical", m, HostLinks((2, 2), 0.0, 0.0, 0.0, link_beta(10e6)))
+    one = predict_allreduce("hierarchical", m, 4, 0.0, link_beta(10e6), local_size=2)
+    got = float(read_table(out, "summary")["predicted_comm_s"][0])
+    assert got == pytest.approx(two, rel=1e-9) and abs(one - two) > 0.2 * two, (got, two, one)
+
+
 def test_pipeline_on_two_hosts(tmp_path):
     out = tmp_path / "p.h5"
     proc = run_on_hosts((2, 2), ["-m", "hpcbench.pipeline", "jobs/configs/pipeline-quick.yaml", "--model.layers", "5",

@@ -204,6 +204,47 @@ class HostLinks:
 
 #: algorithms whose steps send across hosts from at most one rank per host (contiguous hosts)
 _ONE_CROSSING_PER_HOST = frozenset({"ring"})
+#: algorithms priced step by step from their registered schedule where it exists (power-of-two worlds)
+_PRICED_BY_SCHEDULE = ("recursive_doubling", "rabenseifner")
+
+
+def _scheduled_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma: float) -> float | None:
+    """Seconds of ``algorithm`` from its schedule, step by step over the two levels; None without a schedule.
+
+    Every rank's step ``k`` is taken to run together (the schedule's ranks
+    wait for each step's receive and send before the next): a step lasts its
+    slowest part, the longest message inside a host (``a_i + b b_i``) or the
+    busiest card (``a_e + B b_e``, ``B`` the bytes the host's ranks send
+    across in that step, one after the other), plus its longest reduction
+    (``gamma`` per byte reduced).
+    """
+    sched = _alg.get(algorithm).schedule
+    p = links.ranks
+    if sched is None:
+        return None
+    steps = [sched(p, r, int(nbytes), 1, False) for r in range(p)]      # one-byte elements: spans in bytes
+    if any(s is None for s in steps) or len({len(s) for s in steps}) != 1:
+        return None
+    host = np.repeat(np.arange(len(links.ranks_per_host)), links.ranks_per_host)
+    a_i, b_i, a_e, b_e = links.intra_alpha_s, links.intra_beta, links.inter_alpha_s, links.inter_beta
+    total = 0.0
+    for k in range(len(steps[0])):
+        card = np.zeros(len(links.ranks_per_host))
+        crossing = np.zeros(len(links.ranks_per_host), dtype=bool)
+        inside = reduced = 0.0
+        for r in range(p):
+            st = steps[r][k]
+            size = st.send.hi - st.send.lo
+            if host[st.dest] == host[r]:
+                inside = max(inside, a_i + size * b_i)
+            else:
+                card[host[r]] += size
+                crossing[host[r]] = True
+            if st.reduce is not None:
+                reduced = max(reduced, (st.reduce[0].hi - st.reduce[0].lo) * gamma)
+        across = float(np.max(np.where(crossing, a_e + card * b_e, 0.0)))
+        total += max(inside, across) + reduced
+    return total
 
 
 def _tree_star_hosts(nbytes: int, links: HostLinks, gamma: float) -> float:
@@ -236,14 +277,19 @@ def predict_allreduce_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma
                         contiguous ranks, so in every step only the last rank of
                         each host sends across (one crossing per card) and the step
                         waits for it; exact
+    recursive_doubling, from the registered schedule (power-of-two worlds), step by
+    rabenseifner        step: a step lasts its longest message inside a host or its
+                        busiest card (the bytes its ranks send across in that step,
+                        one after the other), plus its longest reduction; exact in
+                        the model where every step runs together. Other worlds
+                        (the fold): as below
     every other         the registered model at the slower level's latency and
                         ``L`` times its seconds per byte: in star's reduce the
-                        members of a host send to the root at once; in recursive
-                        doubling, Rabenseifner, tree and weighted_shards a step can
-                        pair every rank of a host with a rank of another host, so up
-                        to ``L`` ranks share the card; an upper bound (steps with
-                        fewer crossings, or inside a host, are priced as if ``L``
-                        shared it)
+                        members of a host send to the root at once; in tree and
+                        weighted_shards a step can pair every rank of a host with a
+                        rank of another host, so up to ``L`` ranks share the card;
+                        an upper bound (steps with fewer crossings, or inside a
+                        host, are priced as if ``L`` shared it)
     ==================  ==============================================================
 
     Parameters
@@ -276,6 +322,8 @@ def predict_allreduce_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma
     8.0
     >>> round(predict_allreduce_hosts("ring", 10**6, two) * 1e3, 6)           # 2 x 3/4 x 1 MB at 8 ns/B
     12.0
+    >>> round(predict_allreduce_hosts("recursive_doubling", 10**6, two) * 1e3, 6)  # inside, then 2 x 1 MB on a card
+    16.0
     """
     if not (nbytes >= 0 and gamma_s_per_byte >= 0 and math.isfinite(gamma_s_per_byte)):
         raise ValueError(f"nbytes and gamma_s_per_byte must be >= 0, got {nbytes!r}, {gamma_s_per_byte!r}")
@@ -296,6 +344,10 @@ def predict_allreduce_hosts(algorithm: str, nbytes: int, links: HostLinks, gamma
     if algorithm == "binary_tree_star":
         return float(_tree_star_hosts(int(nbytes), links, gamma_s_per_byte))
     several = len(links.ranks_per_host) > 1
+    if several and algorithm in _PRICED_BY_SCHEDULE:
+        t = _scheduled_hosts(algorithm, int(nbytes), links, gamma_s_per_byte)
+        if t is not None:
+            return t
     alpha = max(links.intra_alpha_s, links.inter_alpha_s) if several else links.intra_alpha_s
     beta = max(links.intra_beta, links.inter_beta) if several else links.intra_beta
     if several and algorithm not in _ONE_CROSSING_PER_HOST:

@@ -20,8 +20,10 @@ links and switch contention are not modelled. Waiting sleeps.
 
 With ``scope="between_hosts"`` the modelled link is the *host's* link to the
 other hosts (its network card), shared by the ranks of the host: one
-``link_free`` per host, kept in an MPI shared-memory window of the host's
-ranks and updated under the window's exclusive lock, so the messages that
+``link_free`` per host, kept in a cell the host's ranks share and updated
+under its file lock (:class:`~hpcbench.runtime.hostshared.HostSharedFloat`;
+an MPI window lock would wait for the window's owner to enter MPI, which a
+sleeping rank does late), so the messages that
 several ranks of a host send across at once leave one after the other, as
 a network card sends them (the two-level model of
 :func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`). With
@@ -63,6 +65,7 @@ from mpi4py import MPI
 from hpcbench import traces as _traces
 from hpcbench.collectives.transport import P2PRequest, Transport, _mpi_buffer
 from hpcbench.runtime.dilation import NO_DILATION, TimeDilation
+from hpcbench.runtime.hostshared import HostSharedFloat
 from hpcbench.runtime.units import parse_rate
 from hpcbench.runtime.wait import Backoff
 
@@ -398,10 +401,10 @@ class LinkTransport(Transport):
         link of its own, or only those between ranks on different hosts (the
         two-level model: messages inside a host go through MPI as they are,
         shared memory; the ranks of a host share its one modelled link to the
-        other hosts, a shared-memory window holding when it is free next).
-        ``between_hosts`` gathers the host names and, on hosts of several
-        ranks, allocates that window (collective, at construction; freed by
-        :meth:`free`), and sets :attr:`ranks_per_host`.
+        other hosts, a cell shared by the host's ranks holding when it is
+        free next). ``between_hosts`` gathers the host names and, on hosts of
+        several ranks, makes that cell (collective, at construction; closed
+        by :meth:`free`), and sets :attr:`ranks_per_host`.
     dilation : hpcbench.runtime.dilation.TimeDilation, optional
         Time dilation ``d`` (default none, ``d = 1``): the modelled latency
         and transfer time last ``d`` times longer in wall time (a message
@@ -441,8 +444,8 @@ class LinkTransport(Transport):
         self.scope = scope
         #: ranks whose messages to and from this rank are not modelled (same host, scope between_hosts)
         self.unmodelled: frozenset[int] = frozenset()
-        #: the host's shared link (scope between_hosts, a host of several ranks): window, its one double
-        self._card_win, self._card = None, None
+        #: the host's shared link (scope between_hosts, a host of several ranks): when it is free next
+        self._card: HostSharedFloat | None = None
         self.ranks_per_host: tuple = ()
         if scope == "between_hosts":
             from hpcbench.runtime.hosts import gather_hostnames, group_ranks
@@ -474,43 +477,24 @@ class LinkTransport(Transport):
         local = comm.Split(host, comm.rank)
         try:
             if local.size > 1:
-                try:
-                    win = MPI.Win.Allocate_shared(8 if local.rank == 0 else 0, 8, comm=local)
-                except MPI.Exception as exc:
-                    raise RuntimeError(f"scope 'between_hosts': the ranks of host {host} cannot share memory "
-                                       f"for their common link ({exc})") from exc
-                buf, _ = win.Shared_query(0)
-                self._card = np.ndarray((1,), dtype=np.float64, buffer=buf)
-                if local.rank == 0:
-                    win.Lock(0, MPI.LOCK_EXCLUSIVE)
-                    self._card[0] = 0.0
-                    win.Sync()
-                    win.Unlock(0)
-                local.Barrier()
-                self._card_win = win
+                self._card = HostSharedFloat(local)
         finally:
             local.Free()
 
     def _take_link(self, nbytes: int) -> tuple[float, float, float]:
         """Reserve the link for ``nbytes`` from now or when it is free: ``(depart, tx, wall_tx)``, ``tx`` the
         modelled (undilated) transfer seconds; the host's shared link under its lock where there is one."""
-        win = self._card_win
-        if win is None:
+        if self._card is None:
             depart = max(time.monotonic(), self.link_free)
             tx = self.transfer_time(nbytes, depart)
             wall_tx = self.dilation.to_wall(tx)
             self.link_free = depart + wall_tx
             return depart, tx, wall_tx
-        win.Lock(0, MPI.LOCK_EXCLUSIVE)
-        try:
-            win.Sync()
-            depart = max(time.monotonic(), float(self._card[0]))
+        with self._card.locked() as card:
+            depart = max(time.monotonic(), float(card[0]))
             tx = self.transfer_time(nbytes, depart)
             wall_tx = self.dilation.to_wall(tx)
-            self._card[0] = depart + wall_tx
-            win.Sync()
-        finally:
-            win.Unlock(0)
+            card[0] = depart + wall_tx
         self.link_free = depart + wall_tx
         return depart, tx, wall_tx
 
@@ -579,10 +563,10 @@ class LinkTransport(Transport):
         return self.trace.mean_rate(to(start - self.t0), to(end - self.t0)) / self.slowdown
 
     def free(self) -> None:
-        """Free the duplicated header communicator and the host's shared-link window (collective)."""
-        if self._card_win is not None:
-            self._card, win, self._card_win = None, self._card_win, None
-            win.Free()
+        """Free the duplicated header communicator and close the host's shared-link cell (collective)."""
+        if self._card is not None:
+            self._card, card = None, self._card
+            card.close()
         if self._hdr_comm != MPI.COMM_NULL:
             self._hdr_comm.Free()
 

@@ -68,11 +68,19 @@ class SyncConfig(StrategyConfig):
         return self.label or (f"{name}:{self.schedule}" if self.schedule else name)
 
 
-def allreduce_time(algorithm: str, nbytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
+def allreduce_time(algorithm: str, nbytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float,
+                   ranks_per_host=()) -> float:
     """Alpha-beta seconds of one allreduce of ``nbytes`` per rank on ``world_size`` ranks (0 when ``world_size == 1`` or nothing
-    is sent), :func:`hpcbench.collectives.cost.predict_allreduce`."""
+    is sent), :func:`hpcbench.collectives.cost.predict_allreduce`; with ``ranks_per_host`` of several hosts (summing to
+    ``world_size``) the two-level model of a link modelled between hosts only, messages inside a host free
+    (:func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`)."""
     if world_size == 1 or nbytes == 0:
         return 0.0
+    hosts = tuple(int(k) for k in ranks_per_host)
+    if len(hosts) > 1 and sum(hosts) == world_size:
+        from hpcbench.collectives.linkcost import HostLinks, predict_allreduce_hosts
+
+        return predict_allreduce_hosts(algorithm, int(nbytes), HostLinks(hosts, 0.0, 0.0, alpha_s, beta_s_per_byte))
     from hpcbench.collectives.cost import predict_allreduce
 
     return predict_allreduce(algorithm, int(nbytes), world_size, alpha_s, beta_s_per_byte)
@@ -140,7 +148,8 @@ class Synchroniser(ABC):
         self.device = device if device is not None else CPU
 
     @classmethod
-    def message_time(cls, config: SyncConfig, nbytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
+    def message_time(cls, config: SyncConfig, nbytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float,
+                     ranks_per_host=()) -> float:
         """Alpha-beta seconds of one synchronisation of ``nbytes`` per rank on ``world_size`` ranks (NaN: no model).
 
         Parameters
@@ -153,10 +162,13 @@ class Synchroniser(ABC):
             Ranks of the synchronising communicator (the active workers).
         alpha_s, beta_s_per_byte : float
             Link latency (s) and inverse bandwidth (s/B).
+        ranks_per_host : tuple of int, optional
+            The hosts of a link modelled between hosts only (``link.scope: between_hosts``), when there are
+            several: the two-level model prices the allreduce (:func:`allreduce_time`); () for one level.
         """
         if cls.cost_model is None:
             return math.nan
-        return allreduce_time(cls.cost_model, nbytes, world_size, alpha_s, beta_s_per_byte)
+        return allreduce_time(cls.cost_model, nbytes, world_size, alpha_s, beta_s_per_byte, ranks_per_host)
 
     # -- "gradients" and "models" ------------------------------------------------------------
     def start(self, flat: torch.Tensor, index: int) -> Any:

@@ -42,9 +42,9 @@ class SMASync(Synchroniser):
     cost_model = "auto"     # the entry's algorithm: message_time reads its config
 
     @classmethod
-    def message_time(cls, config, nbytes, world_size, alpha_s, beta_s_per_byte):
+    def message_time(cls, config, nbytes, world_size, alpha_s, beta_s_per_byte, ranks_per_host=()):
         """The allreduce of the model with the entry's ``algorithm``."""
-        return allreduce_time(config.algorithm, nbytes, world_size, alpha_s, beta_s_per_byte)
+        return allreduce_time(config.algorithm, nbytes, world_size, alpha_s, beta_s_per_byte, ranks_per_host)
 
     def start(self, flat, index):
         kw = {"transport": self.transport} if self.transport is not None else {"comm": self.comm}

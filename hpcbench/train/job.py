@@ -164,8 +164,15 @@ class TrainJob(Job):
         speed = float(speed_factors(cfg.speed, self.comm.size, cfg.seed, "speed")[self.comm.rank])
         return TrainSetup(comm=self.comm, sync_comm=self.sync_comm, transport=self.transport, settings=settings,
                           profile=self.profile, plan=self.plan, bucket_need_s=self.bucket_need_s, data=data,
-                          dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model"),
+                          dilation=self.dilation, link=LinkCost(self.alpha, self.beta, cfg.link.kind == "model",
+                                                                self._modelled_hosts()),
                           transport_on=self._transport_on, device=self.device, speed=speed)
+
+    def _modelled_hosts(self) -> tuple:
+        """The ranks of each host when the link is modelled between hosts only on several hosts (the transport's
+        ``ranks_per_host``, which it leaves empty for ``scope: all``); () otherwise."""
+        hosts = tuple(getattr(self.transport, "ranks_per_host", ()) or ())
+        return hosts if len(hosts) > 1 and sum(hosts) == self.comm.size else ()
 
     @property
     def host_staging(self) -> bool:

@@ -154,7 +154,8 @@ class Report(Hook):
         ready = (plan.ready_times(prof.param_ready_s) if self.settings.overlap
                  else np.full(len(plan.buckets), prof.backward_s))
         return predict_step(prof, plan.nbytes, ready, link_cost(sync, self.world_size, setup.link.alpha_s,
-                                                                 setup.link.beta_s_per_byte),
+                                                                 setup.link.beta_s_per_byte,
+                                                                 setup.link.ranks_per_host),
                             sync.averages, "fifo" if order is None else "priority", setup.bucket_need_s,
                             sync.mix_memory_s(prof))
 

@@ -83,11 +83,15 @@ class LinkCost:
         Inverse bandwidth (s/B).
     modelled : bool
         Whether hpcbench's collectives run over the link model.
+    ranks_per_host : tuple of int
+        With the link modelled between hosts only (``link.scope: between_hosts``) on several hosts: the ranks of
+        each host, and the summary's prediction takes the two-level model; () otherwise (one level).
     """
 
     alpha_s: float
     beta_s_per_byte: float
     modelled: bool
+    ranks_per_host: tuple = ()
 
 
 @dataclass(frozen=True)

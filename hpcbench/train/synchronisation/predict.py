@@ -35,7 +35,8 @@ import numpy as np
 __all__ = ["link_cost", "predict_step"]
 
 
-def link_cost(sync, world_size: int, alpha_s: float, beta_s_per_byte: float) -> Callable[[int], float] | None:
+def link_cost(sync, world_size: int, alpha_s: float, beta_s_per_byte: float,
+              ranks_per_host=()) -> Callable[[int], float] | None:
     """``nbytes -> seconds`` of one synchronisation by ``sync`` on ``world_size`` workers over a link of ``alpha_s``,
     ``beta_s_per_byte``; None where there is nothing to predict (no cost model, or a link without one
     alpha-beta pair: NaN).
@@ -44,10 +45,16 @@ def link_cost(sync, world_size: int, alpha_s: float, beta_s_per_byte: float) -> 
     ----------
     sync : hpcbench.sync.base.Synchroniser or its class
         An instance's own config is used (e.g. SMA's algorithm); a class's defaults.
+    ranks_per_host : tuple of int, optional
+        With several hosts and a link modelled between hosts only: the two-level model
+        (:meth:`hpcbench.sync.base.Synchroniser.message_time`); () prices every message on the link.
     """
     if sync.cost_model is None or not (math.isfinite(alpha_s) and math.isfinite(beta_s_per_byte)):
         return None
     config = sync.config if not isinstance(sync, type) else sync.Config()
+    hosts = tuple(ranks_per_host)
+    if len(hosts) > 1:
+        return lambda nbytes: sync.message_time(config, int(nbytes), world_size, alpha_s, beta_s_per_byte, hosts)
     return lambda nbytes: sync.message_time(config, int(nbytes), world_size, alpha_s, beta_s_per_byte)
 
 
