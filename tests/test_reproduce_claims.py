@@ -337,3 +337,26 @@ def test_a_figure_whose_data_set_is_missing_is_na(tmp_path, monkeypatch, capsys)
     assert "incomplete" in make_plan(manifest, "quick", tmp_path).unavailable["coll"]
     with pytest.raises(ManifestError, match="known data sets are fashion_mnist"):
         load_manifest(_manifest(tmp_path, text.replace("dataset: fashion_mnist", "dataset: imagenet")))
+
+
+def test_a_figure_with_no_run_in_the_tier_is_na_with_the_reason(tmp_path):
+    """Every job of a figure ``tiers: [full]``: the quick plan lists it n/a (not a figure with nothing to draw),
+    the full plan runs it."""
+    text = """
+    version: 1
+    figures:
+      coll:
+        title: collectives fixture
+        paper: nccl-tests
+        jobs:
+          - {id: sweep, runner: collectives, ranks: 2, seeds: [1, 2], tiers: [full], expected_s: 3}
+          - {id: big, runner: collectives, ranks: 2, tiers: [full], expected_s: 9}
+        analysis: {script: analysis/plot_collectives.py}
+        claims:
+          - {name: ring, mirrors: x, quantity: "max(sweep.results.busbw)", op: ">=", threshold: 1, full_only: true}
+    """
+    manifest = load_manifest(_manifest(tmp_path, text))
+    quick, full = (make_plan(manifest, t, tmp_path) for t in ("quick", "full"))
+    assert "coll" not in quick.figures and not quick.runs
+    assert quick.unavailable["coll"] == "no run in the quick tier (its jobs name tiers: full)"
+    assert full.figures == ["coll"] and {r.job.id for r in full.runs} == {"sweep", "big"}

@@ -211,10 +211,15 @@ def _ordered(runs: list[Run], figure: str) -> list[Run]:
     return ordered
 
 
+def _tiers_of(fig) -> str:
+    return ", ".join(t for t in ("quick", "full") if any(t in job.tiers for job in fig.jobs))
+
+
 def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | None = None,
               nodes: int | None = None) -> Plan:
-    """The runs and drawings of ``figures`` (default: all) in ``tier``; a figure whose ``requires`` is unmet
-    goes to ``Plan.unavailable`` with the reason instead.
+    """The runs and drawings of ``figures`` (default: all) in ``tier``; a figure whose ``requires`` is unmet,
+    or with no run in ``tier`` (every job ``tiers: [full]``), goes to ``Plan.unavailable`` with the reason
+    instead.
 
     ``nodes``: a run without ``nodes`` in the manifest is spread over
     ``min(nodes, ranks)`` hosts (``--nodes``); None leaves it to the launcher.
@@ -236,8 +241,11 @@ def make_plan(manifest: Manifest, tier: str, out: Path, figures: list[str] | Non
         if why is not None:
             plan.unavailable[fig_name] = why
             continue
-        plan.figures.append(fig_name)
         runs = [r for job in fig.jobs for r in _expand(fig_name, job, tier, plan.out)]
+        if not runs:
+            plan.unavailable[fig_name] = f"no run in the {tier} tier (its jobs name tiers: {_tiers_of(fig)})"
+            continue
+        plan.figures.append(fig_name)
         seen: set[str] = set()
         for r in runs:
             if r.name in seen:
