@@ -475,11 +475,18 @@ class LinkTransport(Transport):
     def _share_card(self, comm: MPI.Comm, host: int) -> None:
         """One ``link_free`` for the ranks of host number ``host`` (collective over ``comm``)."""
         local = comm.Split(host, comm.rank)
+        err = None
         try:
             if local.size > 1:
-                self._card = HostSharedFloat(local)
+                try:
+                    self._card = HostSharedFloat(local)
+                except RuntimeError as exc:
+                    err = f"scope 'between_hosts': the ranks of host {host} cannot share their common link ({exc})"
         finally:
             local.Free()
+        errors = [e for e in comm.allgather(err) if e]      # every host raises, none waits in the next collective
+        if errors:
+            raise RuntimeError(errors[0])
 
     def _take_link(self, nbytes: int) -> tuple[float, float, float]:
         """Reserve the link for ``nbytes`` from now or when it is free: ``(depart, tx, wall_tx)``, ``tx`` the
@@ -490,11 +497,12 @@ class LinkTransport(Transport):
             wall_tx = self.dilation.to_wall(tx)
             self.link_free = depart + wall_tx
             return depart, tx, wall_tx
-        with self._card.locked() as card:
-            depart = max(time.monotonic(), float(card[0]))
+        card = self._card
+        with card.locked():
+            depart = max(time.monotonic(), card.read())
             tx = self.transfer_time(nbytes, depart)
             wall_tx = self.dilation.to_wall(tx)
-            card[0] = depart + wall_tx
+            card.write(depart + wall_tx)
         self.link_free = depart + wall_tx
         return depart, tx, wall_tx
 

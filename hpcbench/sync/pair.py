@@ -30,8 +30,9 @@ class PairSync(Synchroniser):
     def message_time(cls, config, nbytes, world_size, alpha_s, beta_s_per_byte, ranks_per_host=()):
         """One exchange of ``nbytes`` with one peer, both ways at once: ``alpha + nbytes beta`` (0 when ``world_size == 1``).
 
-        With several hosts (``ranks_per_host``) the same: the peer is drawn at random, so the exchange is priced as
-        one that crosses (an upper bound for a peer on the same host, whose messages are free there)."""
+        With several hosts (``ranks_per_host``) the same, one level: the peers are drawn at random, so neither which
+        exchanges stay inside a host (free there) nor how many ranks of a host cross at once (sharing its card) is
+        known; this can under- or over-predict a step."""
         if world_size == 1 or nbytes == 0:
             return 0.0
         return alpha_s + nbytes * beta_s_per_byte

@@ -169,10 +169,20 @@ class TrainJob(Job):
                           transport_on=self._transport_on, device=self.device, speed=speed)
 
     def _modelled_hosts(self) -> tuple:
-        """The ranks of each host when the link is modelled between hosts only on several hosts (the transport's
-        ``ranks_per_host``, which it leaves empty for ``scope: all``); () otherwise."""
+        """The ranks of each host when the link is modelled between hosts only on several hosts of contiguous ranks
+        (the transport's ``ranks_per_host``, which it leaves empty for ``scope: all``); () otherwise, and the
+        summary's prediction is one level (collective: every rank builds the setup)."""
         hosts = tuple(getattr(self.transport, "ranks_per_host", ()) or ())
-        return hosts if len(hosts) > 1 and sum(hosts) == self.comm.size else ()
+        if len(hosts) <= 1 or sum(hosts) != self.comm.size:
+            return ()
+        from hpcbench.runtime.hosts import host_groups
+
+        start = 0                     # the two-level model takes hosts of contiguous ranks (Hydra's and srun's block)
+        for group in host_groups(self.comm):
+            if group != list(range(start, start + len(group))):
+                return ()
+            start += len(group)
+        return hosts
 
     @property
     def host_staging(self) -> bool:
