@@ -100,7 +100,9 @@ def _listing(manifest, plans: dict) -> list[str]:
             continue
         lines += [f"{name}: {fig.title}", f"  mirrors: {fig.paper}", f"  drawn by: {fig.analysis.script}"]
         if name in plans["quick"].unavailable:
-            lines.append(f"  n/a here: {plans['quick'].unavailable[name]}")
+            why = plans["quick"].unavailable[name]
+            full_only = name in plans["full"].figures
+            lines.append("  quick tier: none, full tier only" if full_only else f"  n/a here: {why}")
         rows = []
         for job in fig.jobs:
             row = [job.id, job.runner]
