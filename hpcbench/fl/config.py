@@ -39,8 +39,10 @@ _Strict = Strict
 class DatasetConfig(_Strict):
     """Which real dataset, and how it is split across registered clients.
 
-    ``partition``: ``dirichlet`` (label skew with concentration ``alpha``; Hsu et
-    al. 2019), ``iid``, ``quantity`` (power-law client sizes with exponent
+    ``partition``: ``dirichlet`` (label skew with concentration ``alpha``: with
+    ``samples_per_client`` each client's class mix ``~ Dir(alpha)``, Hsu et
+    al. 2019; disjoint, each class's shares ``~ Dir(alpha)`` over the clients,
+    Yurochkin et al. 2019), ``iid``, ``quantity`` (power-law client sizes with exponent
     ``power``, IID labels; LEAF's quantity skew; needs ``samples_per_client:
     null``) or ``natural`` (the dataset's own clients: Shakespeare's roles,
     LEAF's users, FedScale's ``client_id``). With ``samples_per_client`` set, every client draws that
