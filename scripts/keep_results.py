@@ -50,6 +50,15 @@ _DROPPED = ("config", "config_json", "config_yaml", "hostnames", "run_id", "writ
             "final_parameters_sha256", "fedscale_notes", "fault_injection", "slurm_job_id")
 
 
+def _in_out(value, out: Path):
+    """A path under the output folder as ``OUT/...`` (a kept file names no machine's folders); others as they are."""
+    if isinstance(value, str):
+        for root in {str(out), str(out.resolve())}:
+            if value == root or value.startswith(root + "/"):
+                return "OUT" + value[len(root):]
+    return value
+
+
 def _plain(value):
     """An attribute as JSON: numbers (NaN and infinities as None), strings, booleans; None for arrays."""
     if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
@@ -128,7 +137,8 @@ def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None,
         commits.add(str(attrs.get("git_commit", "")))
         hosts.add(str(attrs.get("writer_host", "")))
         used.append(last[str(path)])
-        kept = {k: _plain(v) for k, v in sorted(attrs.items()) if k not in _DROPPED and not k.endswith("_version")}
+        kept = {k: _in_out(_plain(v), out) for k, v in sorted(attrs.items())
+                if k not in _DROPPED and not k.endswith("_version")}
         runs.append({"figure": figure, "run": path.stem, "job": re.sub(r"-s\d+$", "", path.stem), **kept,
                      **({"tables": rows} if rows else {})})
     if not runs:

@@ -20,7 +20,8 @@ def _run_file(path, seed, accuracy, commit=COMMIT, rows=2):
     with h5py.File(path, "w") as h5:
         h5.attrs.update({"status": "completed", "git_commit": commit, "writer_host": "vm", "seed": seed,
                          "start_time": f"2026-11-29T01:0{seed}:00+00:00", "end_time": f"2026-11-29T01:0{seed}:30+00:00",
-                         "config_json": "{}", "run_id": "x"})
+                         "config_json": "{}", "run_id": "x",
+                         "trace_file": str(path.parent / f"conv-s{seed}.trace.json")})
         group = h5.create_group("convergence")
         group.attrs["columns"] = json.dumps(["compressor", "test_accuracy"])
         group.create_dataset("compressor", data=np.array(["none", "topk", "dgc"][:rows], dtype=h5py.string_dtype()))
@@ -54,6 +55,7 @@ def test_tables_rows_and_the_manifest_are_kept_with_the_provenance(tmp_path):
     assert [r["run"] for r in kept["runs"]] == ["conv-s1", "conv-s2"]
     first = kept["runs"][0]
     assert first["job"] == "conv" and first["seed"] == 1 and "config_json" not in first and "run_id" not in first
+    assert first["trace_file"] == "OUT/runs/conv-fig/conv-s1.trace.json"     # no machine's folder in a kept file
     assert first["tables"]["convergence"] == [{"compressor": "none", "test_accuracy": 0.971},
                                               {"compressor": "topk", "test_accuracy": 0.961}]
     # without --tables nor --manifest: attributes only, the default manifest's command
