@@ -108,7 +108,10 @@ def test_ctrl_c_ends_the_run_writes_ledger_and_report_and_exits_130(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "hpcbench.cli", "reproduce", "--manifest",
                              str(_manifest(tmp_path)), "--out", str(out)], cwd=str(ROOT), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            # a suite started in the background inherits SIGINT ignored (a non-interactive shell's
+                            # `cmd &`), and Python then installs no Ctrl-C handler: give the child a terminal's default
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:            # wait until the job runs (its log says so)
