@@ -427,6 +427,10 @@ class LinkTransport(Transport):
         the order of their lowest rank (the grouping of
         :func:`hpcbench.runtime.hosts.group_ranks`, the one the
         ``hierarchical`` allreduce takes); ``()`` with ``all``.
+    hosts_contiguous : bool
+        With ``scope`` ``between_hosts``: whether every host holds a block of
+        consecutive ranks (Hydra's and srun's block placement), the layout the
+        two-level cost model prices; False with ``all``.
     header_bytes_sent : int
         Bytes of arrival-stamp headers (not charged).
     modelled_busy_s : float
@@ -447,11 +451,14 @@ class LinkTransport(Transport):
         #: the host's shared link (scope between_hosts, a host of several ranks): when it is free next
         self._card: HostSharedFloat | None = None
         self.ranks_per_host: tuple = ()
+        self.hosts_contiguous = False
         if scope == "between_hosts":
             from hpcbench.runtime.hosts import gather_hostnames, group_ranks
             names = gather_hostnames(comm)
             self.unmodelled = frozenset(r for r, h in enumerate(names) if h == names[comm.rank])
-            self.ranks_per_host = tuple(len(g) for g in group_ranks(names))
+            groups = group_ranks(names)
+            self.ranks_per_host = tuple(len(g) for g in groups)
+            self.hosts_contiguous = [r for g in groups for r in g] == list(range(comm.size))
             self._share_card(comm, sorted(set(names)).index(names[comm.rank]))
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite latency >= 0 seconds, got {alpha!r}")

@@ -171,17 +171,11 @@ class TrainJob(Job):
     def _modelled_hosts(self) -> tuple:
         """The ranks of each host when the link is modelled between hosts only on several hosts of contiguous ranks
         (the transport's ``ranks_per_host``, which it leaves empty for ``scope: all``); () otherwise, and the
-        summary's prediction is one level (collective: every rank builds the setup)."""
+        summary's prediction is one level (the transport's :attr:`~hpcbench.collectives.linkmodel.LinkTransport.hosts_contiguous`:
+        the two-level model takes hosts of contiguous ranks, Hydra's and srun's block placement)."""
         hosts = tuple(getattr(self.transport, "ranks_per_host", ()) or ())
-        if len(hosts) <= 1 or sum(hosts) != self.comm.size:
+        if len(hosts) <= 1 or sum(hosts) != self.comm.size or not getattr(self.transport, "hosts_contiguous", False):
             return ()
-        from hpcbench.runtime.hosts import host_groups
-
-        start = 0                     # the two-level model takes hosts of contiguous ranks (Hydra's and srun's block)
-        for group in host_groups(self.comm):
-            if group != list(range(start, start + len(group))):
-                return ()
-            start += len(group)
         return hosts
 
     @property

@@ -79,3 +79,27 @@ def test_dilated_trace_replays_on_modelled_time(comm):
             LinkTransport(comm, dilation=4.0)
     finally:
         lt.free()
+
+
+@pytest.mark.parametrize("placement", ["block", "cyclic"])
+def test_between_hosts_records_the_layout_and_whether_hosts_hold_consecutive_ranks(comm, monkeypatch, placement):
+    """Hosts named per rank (two "hosts" of this machine): blocks of consecutive ranks, as Hydra and srun place
+    them, are contiguous; a cyclic placement (rank r on host r % 2) is not, once a host holds two ranks."""
+    import hpcbench.runtime.hosts as hosts
+
+    size = comm.size
+    host_of = (lambda r: r * 2 // size) if placement == "block" else (lambda r: r % 2)
+    monkeypatch.setattr(hosts, "hostname", lambda: f"host{host_of(comm.rank)}")
+    lt = LinkTransport(comm, alpha=0.0, beta="1Gbit", scope="between_hosts")
+    try:
+        names = [host_of(r) for r in range(size)]
+        assert lt.ranks_per_host == tuple(names.count(h) for h in dict.fromkeys(names))
+        assert lt.hosts_contiguous == (placement == "block" or size <= 2)
+        assert lt.unmodelled == frozenset(r for r in range(size) if names[r] == names[comm.rank])
+    finally:
+        lt.free()
+    plain = LinkTransport(comm, alpha=0.0, beta="1Gbit")
+    try:
+        assert plain.ranks_per_host == () and not plain.hosts_contiguous
+    finally:
+        plain.free()

@@ -82,9 +82,10 @@ def between_hosts_time(algorithm: str, nbytes: int, ranks_per_host, alpha_s: flo
     a host are free (shared memory, not modelled) and those between hosts take ``alpha_s + nbytes beta``: the
     two-level model (:func:`hpcbench.collectives.linkcost.predict_allreduce_hosts`) of ``link.scope:
     between_hosts``; :attr:`~hpcbench.policies.base.PolicyContext.allreduce_time_hosts`."""
-    from hpcbench.collectives.linkcost import HostLinks, predict_allreduce_hosts
+    from hpcbench.sync.base import allreduce_time
 
-    return predict_allreduce_hosts(algorithm, int(nbytes), HostLinks(tuple(ranks_per_host), 0.0, 0.0, alpha_s, beta))
+    hosts = tuple(int(k) for k in ranks_per_host)
+    return allreduce_time(algorithm, int(nbytes), sum(hosts), alpha_s, beta, hosts)
 
 
 def _pool(ctx) -> int | None:

@@ -153,8 +153,8 @@ class TrainSetup:
         alpha, beta = self.link.alpha_s, self.link.beta_s_per_byte
         if not (math.isfinite(alpha) and math.isfinite(beta)):
             alpha, beta = self.NOMINAL_ALPHA_S, link_beta(self.NOMINAL_BITS_PER_S)
-        hosts = self.link.ranks_per_host if self.link.ranks_per_host else ()
-        cost = [sync.message_time(sync.config, int(nb), self.comm.size, alpha, beta, hosts) for nb in self.plan.nbytes]
+        cost = [sync.message_time(sync.config, int(nb), self.comm.size, alpha, beta, self.link.ranks_per_host)
+                for nb in self.plan.nbytes]
         return priority_order(self.plan.ready_times(self.profile.param_ready_s), cost, self.bucket_need_s)
 
 

@@ -53,9 +53,7 @@ def link_cost(sync, world_size: int, alpha_s: float, beta_s_per_byte: float,
         return None
     config = sync.config if not isinstance(sync, type) else sync.Config()
     hosts = tuple(ranks_per_host)
-    if len(hosts) > 1:
-        return lambda nbytes: sync.message_time(config, int(nbytes), world_size, alpha_s, beta_s_per_byte, hosts)
-    return lambda nbytes: sync.message_time(config, int(nbytes), world_size, alpha_s, beta_s_per_byte)
+    return lambda nbytes: sync.message_time(config, int(nbytes), world_size, alpha_s, beta_s_per_byte, hosts)
 
 
 def predict_step(profile, bucket_bytes, bucket_ready_s, message_time: Callable[[int], float] | None,
