@@ -44,6 +44,15 @@ def test_node_aware_paths_at_any_layout(layout):
     assert proc.stdout.count(" passed") == sum(hosts)
 
 
+def test_stellatrain_controller_on_two_hosts():
+    """tests/mpi/test_train_stellatrain.py at 2x2: telemetry metered on every rank of both hosts, the controller's
+    batch and ratio decisions in force on every rank before the same step, the Chrome trace valid."""
+    proc = run_on_hosts((2, 2), ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                 "tests/mpi/test_train_stellatrain.py"], timeout=420)
+    _ok(proc)
+    assert proc.stdout.count(" passed") == 4 and " failed" not in proc.stdout
+
+
 def test_collectives_benchmark_on_two_hosts_lists_both_and_checks_every_algorithm(tmp_path):
     out = tmp_path / "c.h5"
     proc = run_on_hosts((2, 2), ["-m", "hpcbench.collectives.bench", "-a", "mpi,ring,binary_tree_star,hierarchical",
@@ -136,10 +145,7 @@ def test_a_rank_raising_on_the_second_host_ends_every_rank(tmp_path):
     """Rank 3 (on node1) raises at its second step of a long sweep: every rank on both hosts ends within
     seconds (the lifecycle's failure notice, then MPI_Abort across hosts), the file is failed, naming the rank.
 
-    A rank that *vanishes* (``--fault-inject 3:2:exit``) is not tested here: with several hosts MPICH 5.0.2's
-    Hydra ``mpiexec`` fails to signal the proxies ("unable to write data to proxy", also with ``-launcher
-    fork``) and waits for ever (docs/running.md); under Slurm, ``srun --kill-on-bad-exit`` ends the step
-    (tests/test_slurm_multinode.py)."""
+    A rank that vanishes: the next test."""
     out = tmp_path / "c.h5"
     start = time.monotonic()
     proc = run_on_hosts((2, 2), ["-m", "hpcbench.collectives.bench", "-a", "mpi,ring,hierarchical", "-b", "1K",
@@ -151,6 +157,30 @@ def test_a_rank_raising_on_the_second_host_ends_every_rank(tmp_path):
     wait_unlocked(out)
     attrs = read_attrs(out)
     assert attrs["status"] == "failed" and attrs["error"].startswith("rank 3"), dict(attrs)
+
+
+@pytest.mark.parametrize("rank", [3, 0, 1])
+def test_a_rank_vanishing_on_any_host_ends_every_rank(tmp_path, rank):
+    """Rank ``rank`` leaves with ``os._exit(1)`` (``--fault-inject R:2:exit``: no handler runs, as after SIGKILL)
+    at 2x2. MPICH 5.0.2's Hydra alone then fails to signal the other host's proxy ("unable to write data to
+    proxy") and the survivors wait for ever; hpcbench's watch (``hpcbench.runtime.peerwatch``) ends every rank
+    within seconds. Rank 3 (the other host) and rank 1 (rank 0's host): rank 0 marks the file failed naming the
+    rank; rank 0 itself: the others stop, and its file stays "running" (nothing ran there to mark it)."""
+    out = tmp_path / "c.h5"
+    start = time.monotonic()
+    proc = run_on_hosts((2, 2), ["-m", "hpcbench.collectives.bench", "-a", "mpi,ring,hierarchical", "-b", "1K",
+                                 "-e", "64M", "-f", "2", "-n", "50", "--fault-inject", f"{rank}:2:exit",
+                                 "--output", str(out)], timeout=120)
+    took = time.monotonic() - start
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert took < 45, f"{took:.1f} s\n{proc.stderr[-3000:]}"
+    wait_unlocked(out)
+    attrs = read_attrs(out)
+    if rank == 0:       # nothing ran on rank 0 to mark it: "running", its heartbeat going stale (results.status)
+        assert "stopped: rank 0 vanished" in proc.stderr, proc.stderr
+        assert attrs["status"] == "running", dict(attrs)
+        return
+    assert attrs["status"] == "failed" and attrs["error"].startswith(f"rank {rank}: vanished"), dict(attrs)
 
 
 # ------------------------------------------------------------------ training and pipeline runners

@@ -83,8 +83,8 @@ def test_collectives_template_runs_on_two_nodes(two_nodes, tmp_path):
 
 def test_fl_template_rank_vanishing_on_the_second_node_ends_the_job(two_nodes, tmp_path):
     """A rank of node2 vanishes (os._exit, as a crash would): every task on both nodes ends, the job's status
-    is 1, the file failed (srun --kill-on-bad-exit's SIGTERM is a failure for the others). Under mpiexec with
-    several hosts the same fault hangs Hydra (docs/running.md); a rank raising is tested on emulated hosts."""
+    is 1, the file failed (srun --kill-on-bad-exit's SIGTERM, or hpcbench's watch for vanished ranks, whichever
+    comes first). Under mpiexec with several hosts the watch alone ends the job (tests/test_multihost.py)."""
     how = "exit"
     from hpcbench.results.status import file_status
 

@@ -57,11 +57,15 @@ status, the others leave with 1, and ``srun`` reports the largest
 out-of-memory killer, a segmentation fault, MODE ``exit``) runs no handler,
 and the status is the launcher's:
 
-- MPICH ``mpiexec`` (hydra) kills the other ranks (SIGTERM then SIGKILL at
-  once) and returns the bitwise OR of all the processes' wait statuses
-  (``mpiexec.c``): the vanished rank's own exit status when no killed rank's
-  status was collected, else that of the signal (9, SIGKILL); which of the
-  two depends on timing (both were seen at ``-n 2`` to ``-n 4``);
+- MPICH ``mpiexec`` (hydra) on one host kills the other ranks (SIGTERM then
+  SIGKILL at once) and returns the bitwise OR of all the processes' wait
+  statuses (``mpiexec.c``): the vanished rank's own exit status when no
+  killed rank's status was collected, else that of the signal (9, SIGKILL);
+  which of the two depends on timing (both were seen at ``-n 2`` to ``-n 4``);
+- on several hosts, where MPICH 5.0.2's ``mpiexec`` cannot signal the other
+  hosts' proxies, the watch of :mod:`hpcbench.runtime.peerwatch` (started for
+  every job whose ranks span more than one host name) ends them: rank 0 marks
+  the file ``failed`` and every rank leaves with status 1;
 - ``python -m mpi4py`` under ``mpiexec``: the same (nothing of Python runs);
 - ``srun`` with ``--kill-on-bad-exit=1`` (the ``jobs/*.sbatch`` templates):
   the other tasks get SIGTERM, which the lifecycle handles as a failure
@@ -118,6 +122,8 @@ _STORAGE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 #: the failure channel of the running job (set once the results file is open; see :func:`run`)
 _CHANNEL = None
+#: the watch for ranks that vanish, on a job over several hosts (:mod:`hpcbench.runtime.peerwatch`)
+_WATCH = None
 
 
 def _fail(job: Job, exc: BaseException, results) -> int:
@@ -157,6 +163,8 @@ def _fail(job: Job, exc: BaseException, results) -> int:
         release_outputs(job)
     except Exception:  # noqa: BLE001
         pass
+    if _WATCH is not None:
+        _WATCH.farewell()  # this rank's end is a handled failure, not a vanished rank
     notified = False
     if _CHANNEL is not None and rank != 0:
         try:
@@ -290,7 +298,7 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
         except Exception as exc:  # noqa: BLE001 - a bug in release: end every rank, never hang
             return _fail(job, exc, None)
         return EXIT_INPUT
-    _CHANNEL = _listen_for_failures(comm, results)
+    _CHANNEL = _listen_for_failures(comm, results, job.prog)
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if is_main_thread() else None
     try:
         status = job.run(results)
@@ -306,10 +314,14 @@ def run(job_cls: type[Job], argv: list[str] | None = None, comm=None) -> int:
     return EXIT_OK if status is None else int(status)
 
 
-def _listen_for_failures(comm, results):
-    """Start the failure channel (collective) and the results file's heartbeat; rank 0 marks the file on a notice."""
+def _listen_for_failures(comm, results, prog: str = "hpcbench"):
+    """Start the failure channel (collective), on several hosts the watch for vanished ranks (collective), and the
+    results file's heartbeat; rank 0 marks the file on a notice or a vanished rank."""
+    global _WATCH
     from hpcbench.runtime.failure import FailureChannel
     from hpcbench.runtime.finalize import before_finalize
+    from hpcbench.runtime.hosts import gather_hostnames
+    from hpcbench.runtime.peerwatch import PeerWatch
 
     if results is not None:
         results.start_heartbeat()
@@ -324,12 +336,17 @@ def _listen_for_failures(comm, results):
         discard_pending()  # the abort that follows would leave a half-written checkpoint's temporary file
 
     channel = FailureChannel(comm, mark, stop_all=under_slurm_step())
+    if len(set(gather_hostnames(comm))) > 1:   # one host: mpiexec itself ends the others when a rank vanishes
+        _WATCH = PeerWatch(comm, lambda rank, message: mark(rank, 1, message), prog=prog)
     before_finalize(_stop_listening)
     return channel
 
 
 def _stop_listening() -> None:
-    global _CHANNEL
+    global _CHANNEL, _WATCH
+    if _WATCH is not None:
+        _WATCH.close()
+        _WATCH = None
     if _CHANNEL is not None:
         _CHANNEL.close()
         _CHANNEL = None
