@@ -80,6 +80,7 @@ import argparse
 import errno
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -328,10 +329,14 @@ def _listen_for_failures(comm, results, prog: str = "hpcbench"):
     if comm.size == 1:
         return None
 
+    # the first failure rank 0 hears of names the cause; what follows it (ranks killed by the abort, stopped by
+    # the watch or by srun) are its consequences and do not replace it
+    first = threading.Lock()
+
     def mark(rank: int, status: int, message: str) -> None:
         from hpcbench.runtime.outputs import discard_pending
 
-        if results is not None:
+        if results is not None and first.acquire(blocking=False):
             results.mark_failed(f"rank {rank}: {message}")
         discard_pending()  # the abort that follows would leave a half-written checkpoint's temporary file
 

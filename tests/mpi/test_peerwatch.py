@@ -52,3 +52,35 @@ def test_a_rank_that_cannot_reach_rank_0_leaves_the_watch_off_on_every_rank(comm
             assert "no watch for vanished ranks" in capsys.readouterr().err
     finally:
         watch.close()
+
+
+def test_the_file_names_the_first_failure_rank_0_hears_of(comm):
+    """A failure notice, then a rank that vanished (what an abort's kills look like to the watch): the results
+    file keeps the first; the ones after it are its consequences (``lifecycle.driver._listen_for_failures``)."""
+    from hpcbench.lifecycle import driver
+
+    class Results:
+        def __init__(self):
+            self.errors = []
+
+        def start_heartbeat(self):
+            pass
+
+        def mark_failed(self, error):
+            self.errors.append(error)
+
+    results = Results()
+    channel = driver._listen_for_failures(comm, results, "test")
+    try:
+        if comm.size == 1:
+            assert channel is None
+            return
+        if comm.rank == 0:
+            channel.on_failure(1, 1, "RuntimeError: the cause")
+            channel.on_failure(comm.size - 1, 1, "vanished (...)")
+            assert results.errors == ["rank 1: RuntimeError: the cause"]
+    finally:
+        comm.Barrier()
+        if channel is not None:
+            driver._CHANNEL = channel
+        driver._stop_listening()
