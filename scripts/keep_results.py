@@ -2,7 +2,7 @@
 """Keep the results of a reproduction in the repository: a compact extract under ``docs/measured/``.
 
 ``python scripts/keep_results.py OUT NAME --tier quick|full --timing|--no-timing [--figures F ...] [--load-log FILE]
-[--manifest FILE] [--tables TABLE ...]``
+[--manifest FILE] [--tables TABLE ...] [--across-commits]``
 
 Reads the results files of ``hpcbench reproduce``'s output folder ``OUT``
 (``OUT/runs/FIGURE/RUN.h5``, every completed run of the chosen figures) and
@@ -12,7 +12,9 @@ not the config, host list or run ids), and the rows of the tables named by
 ``--tables`` (at most :data:`MAX_ROWS` each, under the run's ``tables``),
 with the provenance the docs' numbers
 need (:data:`PROVENANCE`): the commit of every file (one commit, clean, or
-the script refuses), the host, CPU and cores, the load while the runs ran,
+the script refuses; with ``--across-commits``, several clean commits, each
+named with its number of runs: a reproduction that kept files made by other
+code with ``--reuse``), the host, CPU and cores, the load while the runs ran,
 the reproduce command (with ``--manifest`` when the runs came from a
 manifest other than ``jobs/reproduce.yaml``), the dates, and whether the numbers are wall-time
 measurements (then the load matters) or not (virtual times, accuracies).
@@ -110,11 +112,14 @@ def _load(ledger_entries: list[dict], load_log: Path | None, start: str, end: st
 
 
 def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None, timing: bool, tier: str,
-         manifest: str | None = None, tables: list[str] | None = None) -> dict:
+         manifest: str | None = None, tables: list[str] | None = None, across_commits: bool = False) -> dict:
     """The extract of ``out``'s completed runs (of ``figures``; default all) as a JSON-ready dict.
 
     ``manifest``: the manifest the runs came from (recorded in the command; None: the default one).
     ``tables``: names of tables whose rows are kept with each run (every run must have them).
+    ``across_commits``: accept files of several clean commits (``hpcbench reproduce --reuse`` keeps files
+    made by other code); the provenance's ``commit`` then names them all, oldest first, and ``commits``
+    counts the runs of each. Each run keeps its own ``git_commit`` either way.
     """
     from hpcbench.reproduce.machine import describe_machine
     from hpcbench.results.reader import open_file, read_attrs
@@ -143,9 +148,12 @@ def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None,
                      **({"tables": rows} if rows else {})})
     if not runs:
         raise SystemExit(f"keep_results: no completed run of {figures or 'any figure'} under {out / 'runs'}")
-    if len(commits) != 1 or not next(iter(commits)) or next(iter(commits)).endswith("-dirty"):
+    unclean = sorted(c for c in commits if not c or c.endswith("-dirty"))
+    if unclean or (len(commits) != 1 and not across_commits):
         raise SystemExit(f"keep_results: the files were made by {sorted(commits)}: keep only files of one clean "
-                         f"commit")
+                         f"commit{' (or of several clean ones, with --across-commits)' if not unclean else ''}")
+    first_seen = {c: min(r["start_time"] for r in runs if r.get("git_commit") == c) for c in commits}
+    ordered = sorted(commits, key=lambda c: (first_seen[c], c))
     start = min(r["start_time"] for r in runs)
     end = max(r.get("end_time") or r["start_time"] for r in runs)
     machine = describe_machine()
@@ -154,7 +162,9 @@ def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None,
     return {
         "name": name,
         "provenance": {
-            "commit": next(iter(commits)), "host": host,
+            "commit": ", ".join(ordered), "host": host,
+            **({"commits": {c: sum(r.get("git_commit") == c for r in runs) for c in ordered}}
+               if len(ordered) > 1 else {}),
             "cpu": machine["cpu"] if host == platform.node() else "not recorded",
             "cores": machine["logical_cores"] if host == platform.node() else "not recorded",
             "load": _load(used, load_log, start, end),
@@ -180,11 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--manifest", default=None,
                    help="the manifest the runs came from, as given to hpcbench reproduce (default: jobs/reproduce.yaml)")
     p.add_argument("--tables", nargs="+", default=None, help=f"also keep these tables' rows (at most {MAX_ROWS} each)")
+    p.add_argument("--across-commits", action="store_true",
+                   help="accept files of several clean commits (kept by reproduce --reuse); each is named")
     p.add_argument("--dest", type=Path, default=ROOT / "docs" / "measured")
     args = p.parse_args(argv)
     try:
         extract = keep(args.out, args.name, args.figures, args.load_log, args.timing, args.tier, args.manifest,
-                       args.tables)
+                       args.tables, args.across_commits)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -81,3 +81,20 @@ def test_a_missing_or_long_table_and_mixed_commits_exit_2_writing_nothing(tmp_pa
         raise AssertionError("a table over MAX_ROWS was kept")
     proc = _keep(_out(tmp_path / "mixed", commits=(COMMIT, COMMIT[:-1] + "0")), dest)
     assert proc.returncode == 2 and "one clean commit" in proc.stderr and not dest.exists()
+    proc = _keep(_out(tmp_path / "dirty", commits=(COMMIT, COMMIT + "-dirty")), dest, "--across-commits")
+    assert proc.returncode == 2 and "one clean commit" in proc.stderr and not dest.exists()
+
+
+def test_across_commits_names_each_commit_with_its_runs_oldest_first(tmp_path):
+    other = COMMIT[:-1] + "0"
+    out, dest = _out(tmp_path, commits=(other, COMMIT, COMMIT)), tmp_path / "measured"
+    proc = _keep(out, dest, "--across-commits")
+    assert proc.returncode == 0, proc.stderr
+    kept = json.loads((dest / "conv.json").read_text())
+    assert kept["provenance"]["commit"] == f"{other}, {COMMIT}"
+    assert kept["provenance"]["commits"] == {other: 1, COMMIT: 2}
+    assert [r["git_commit"] for r in kept["runs"]] == [other, COMMIT, COMMIT]
+    # one commit with the flag: as without it
+    assert _keep(_out(tmp_path / "one"), dest, "--across-commits").returncode == 0
+    prov = json.loads((dest / "conv.json").read_text())["provenance"]
+    assert prov["commit"] == COMMIT and "commits" not in prov

@@ -54,6 +54,16 @@ def test_a_block_is_rendered_from_its_file_with_its_provenance_and_check_fails_o
     text = doc.read_text()
     assert "| a-s2 | 152.8 |" in text and "| mean | 126.4 |" in text and "stale" not in text
     assert "commit 740279c" in text and "load average 3.0-5.0" in text and "2026-11-29" in text
+    # runs of several commits: each named with its runs
+    source = json.loads((root / "docs" / "measured" / "tiny.json").read_text())
+    source["provenance"] = {**PROVENANCE, "commit": f"{'1' * 40}, {PROVENANCE['commit']}",
+                            "commits": {"1" * 40: 1, PROVENANCE["commit"]: 1}}
+    (root / "docs" / "measured" / "tiny.json").write_text(json.dumps(source))
+    assert _render(root).returncode == 0
+    assert "commits 1111111 (1 run), 740279c (1 run), vm" in doc.read_text()
+    source["provenance"] = PROVENANCE
+    (root / "docs" / "measured" / "tiny.json").write_text(json.dumps(source))
+    assert _render(root).returncode == 0
     assert text.startswith("# A\n\ntext\n\n<!-- generated: tiny -->\n") and text.endswith("\n\nmore text\n")
     assert _render(root, "--check").returncode == 0
     assert _render(root).returncode == 0 and doc.read_text() == text           # rendering again changes nothing
