@@ -169,7 +169,7 @@ def keep(out: Path, name: str, figures: list[str] | None, load_log: Path | None,
             "cores": machine["logical_cores"] if host == platform.node() else "not recorded",
             "load": _load(used, load_log, start, end),
             "command": f"hpcbench reproduce {f'--manifest {manifest} ' if manifest else ''}"
-                       f"{' '.join(shown_figures)} --tier {tier}",
+                       f"{' '.join(shown_figures)} --tier {tier}{' --reuse' if len(ordered) > 1 else ''}",
             "date": f"{start} to {end}", "timing": timing,
             "versions": {k: machine["versions"].get(k, "") for k in ("numpy", "torch", "mpi4py")},
         },

@@ -93,6 +93,7 @@ def test_across_commits_names_each_commit_with_its_runs_oldest_first(tmp_path):
     kept = json.loads((dest / "conv.json").read_text())
     assert kept["provenance"]["commit"] == f"{other}, {COMMIT}"
     assert kept["provenance"]["commits"] == {other: 1, COMMIT: 2}
+    assert kept["provenance"]["command"] == "hpcbench reproduce conv-fig --tier full --reuse"
     assert [r["git_commit"] for r in kept["runs"]] == [other, COMMIT, COMMIT]
     # one commit with the flag: as without it
     assert _keep(_out(tmp_path / "one"), dest, "--across-commits").returncode == 0
